@@ -1,0 +1,130 @@
+"""The exceptions contextfold raises.
+
+Provider SDK errors are converted at the adapter boundary, so callers only ever
+need to catch these::
+
+    ContextfoldError
+    ├── MessageFormatError (ValueError)    malformed provider message or tool-call JSON
+    ├── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── ModelError                          anything a model call can fail with
+    │   ├── ModelConnectionError            network failure, connection refused
+    │   │   └── ModelTimeoutError           the request timed out
+    │   ├── AuthenticationError             bad or missing API key (401/403)
+    │   ├── RateLimitError                  429; ``retry_after`` seconds when known
+    │   ├── ServerError                     5xx from the provider
+    │   ├── BadRequestError                 other 4xx
+    │   │   └── ContextWindowExceededError  the request did not fit the model's window
+    │   ├── EmptyResponseError              the model answered with nothing
+    │   └── StructuredOutputError           no valid structured output after retries
+    ├── CompressionError                    summary generation failed, fallback disabled
+    └── WorkspaceError                      an offload store failed
+        └── UnsafePathError (ValueError)    an id or path would leave the workspace
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "CompressionError",
+    "ContextWindowExceededError",
+    "ContextfoldError",
+    "EmptyResponseError",
+    "MessageFormatError",
+    "MissingDependencyError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelTimeoutError",
+    "RateLimitError",
+    "ServerError",
+    "StructuredOutputError",
+    "UnsafePathError",
+    "WorkspaceError",
+]
+
+
+class ContextfoldError(Exception):
+    """Base class of every error contextfold raises."""
+
+
+class MessageFormatError(ContextfoldError, ValueError):
+    """A message or tool call in a provider format is malformed.
+
+    The text says which message and which field is wrong.
+    """
+
+
+class MissingDependencyError(ContextfoldError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package!r} is not installed; install it with: pip install 'contextfold[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class ModelError(ContextfoldError):
+    """A model call failed."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ModelConnectionError(ModelError):
+    """The provider could not be reached."""
+
+
+class ModelTimeoutError(ModelConnectionError):
+    """The request timed out."""
+
+
+class AuthenticationError(ModelError):
+    """The provider rejected the credentials."""
+
+
+class RateLimitError(ModelError):
+    """The provider is rate limiting; ``retry_after`` is in seconds when known."""
+
+    def __init__(
+        self, message: str, *, status_code: int | None = 429, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class ServerError(ModelError):
+    """The provider failed (5xx)."""
+
+
+class BadRequestError(ModelError):
+    """The provider rejected the request (4xx other than auth and rate limits)."""
+
+
+class ContextWindowExceededError(BadRequestError):
+    """The request was larger than the model's context window."""
+
+
+class EmptyResponseError(ModelError):
+    """The model returned no content at all."""
+
+
+class StructuredOutputError(ModelError):
+    """The model did not produce output valid against the schema after all retries."""
+
+
+class CompressionError(ContextfoldError):
+    """Context compression failed and fallback to truncation is disabled.
+
+    The context is left exactly as it was before the attempt.
+    """
+
+
+class WorkspaceError(ContextfoldError):
+    """An offload store operation failed."""
+
+
+class UnsafePathError(WorkspaceError, ValueError):
+    """A session id, tool-call id or path would read or write outside the workspace."""

@@ -1,0 +1,5 @@
+"""The library logger. contextfold never configures handlers; applications do."""
+
+import logging
+
+logger = logging.getLogger("contextfold")

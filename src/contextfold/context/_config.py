@@ -1,0 +1,137 @@
+"""ContextConfig: every knob of the context engine, validated."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["DEFAULT_COMPRESSION_PROMPT", "DEFAULT_SUMMARY_TEMPLATE", "ContextConfig", "SummarySchema"]
+
+
+class SummarySchema(BaseModel):
+    """The five fields of a structured summary."""
+
+    task_overview: str = Field(
+        description="What the user asked for, the success criteria, and every constraint "
+        "or clarification they gave."
+    )
+    current_state: str = Field(
+        description="What is done so far: files created, changed or inspected (full paths), "
+        "commands run, results and artifacts produced."
+    )
+    important_discoveries: str = Field(
+        description="Facts learned, decisions and why, errors met (verbatim) and how they "
+        "were resolved, approaches that failed and why."
+    )
+    next_steps: str = Field(
+        description="Concrete remaining actions in priority order, open questions, blockers, "
+        "and any tool calls still awaiting results."
+    )
+    context_to_preserve: str = Field(
+        description="User preferences, promises made, identifiers, paths, names and numbers "
+        "that must survive verbatim."
+    )
+
+
+DEFAULT_COMPRESSION_PROMPT = (
+    "<system-hint>The conversation above is about to be replaced by a summary you write now. "
+    "You will continue the work from that summary alone, so make it complete, structured "
+    "and actionable. The current time is {current_time}.\n"
+    "The history it replaces will be gone, so every reference must stand on its own:\n"
+    "- Write absolute dates and times, not 'today' or 'recently'.\n"
+    "- Quote file paths, function and class names, ids, URLs, commands and error messages "
+    "verbatim instead of 'that file' or 'the error above'.\n"
+    "- List unfinished work with its status (done / pending / blocked) and whether the user "
+    "asked for it or you decided it.\n"
+    "If a previous summary is given, fold its facts into the new one; drop nothing that is "
+    "still relevant.</system-hint>"
+)
+"""Default instruction for the summarizer; ``{current_time}`` is filled in."""
+
+DEFAULT_SUMMARY_TEMPLATE = (
+    "<system-info>Summary of the earlier part of this session, which was compressed.\n"
+    "# Task overview\n{task_overview}\n\n"
+    "# Current state\n{current_state}\n\n"
+    "# Important discoveries\n{important_discoveries}\n\n"
+    "# Next steps\n{next_steps}\n\n"
+    "# Context to preserve\n{context_to_preserve}</system-info>"
+)
+"""Default rendering of a summary; placeholders are the schema's field names."""
+
+
+class ContextConfig(BaseModel):
+    """How the agent keeps its model input inside the context window.
+
+    Every ratio is of the model's ``context_size``. Out-of-range values raise
+    ``ValueError`` (pydantic's ``ValidationError``) naming the field; the check that
+    ``context_buffer_ratio < trigger_ratio`` runs when an agent is built
+    (:meth:`check_buffer`), so a one-off override for ``compress_context`` need not
+    carry a buffer.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    trigger_ratio: float = Field(default=0.8, gt=0, le=0.9)
+    """Compress when the model input exceeds this share of the window (at most 0.9: the
+    rest is room for the compression call itself)."""
+
+    reserve_ratio: float = Field(default=0.1, gt=0, lt=0.9)
+    """After compression, recent messages within this share of the window stay verbatim."""
+
+    tool_result_limit: int = Field(default=50_000, gt=0)
+    """Largest tool result kept in context, in tokens; longer ones are truncated."""
+
+    max_image_num: int = Field(default=5, ge=0)
+    """Most images kept in context; older ones leave with a placeholder. 0 keeps none."""
+
+    context_buffer_ratio: float = Field(default=0.2, ge=0, le=1)
+    """Usage hints start at ``trigger_ratio - context_buffer_ratio``, which is also the
+    threshold of the ``CompressContext`` tool."""
+
+    compression_tool_enabled: bool = False
+    """Offer the agent a ``CompressContext`` tool."""
+
+    compression_fallback_to_truncation: bool = True
+    """When every summary attempt fails, drop the oldest messages instead of raising."""
+
+    compression_prompt: str = DEFAULT_COMPRESSION_PROMPT
+    """Instruction to the summarizer; may contain ``{current_time}``."""
+
+    summary_template: str = DEFAULT_SUMMARY_TEMPLATE
+    """How a summary is shown to the model; ``{field}`` placeholders name schema fields.
+    Other braces are kept literally."""
+
+    summary_schema: dict[str, Any] = Field(default_factory=SummarySchema.model_json_schema)
+    """JSON Schema of the structured summary."""
+
+    # Beyond the spec.
+    summary_attempts: int = Field(default=3, ge=1, le=10)
+    """Summary generation attempts before fallback."""
+
+    truncation_keep: Literal["head_tail", "head"] = "head_tail"
+    """What a truncated tool result keeps: its head and tail (default, since errors and
+    final lines usually sit at the end) or its head only, as the reference does."""
+
+    @model_validator(mode="after")
+    def _reserve_below_trigger(self) -> ContextConfig:
+        if self.reserve_ratio >= self.trigger_ratio:
+            raise ValueError(
+                f"reserve_ratio ({self.reserve_ratio}) must be smaller than trigger_ratio "
+                f"({self.trigger_ratio}), or compression could not bring usage under the trigger"
+            )
+        return self
+
+    @property
+    def hint_ratio(self) -> float:
+        """Where usage hints and the ``CompressContext`` tool's threshold start."""
+        return self.trigger_ratio - self.context_buffer_ratio
+
+    def check_buffer(self) -> None:
+        """Raise ``ValueError`` unless ``context_buffer_ratio < trigger_ratio``."""
+        if self.context_buffer_ratio >= self.trigger_ratio:
+            raise ValueError(
+                f"context_buffer_ratio ({self.context_buffer_ratio}) must be smaller than "
+                f"trigger_ratio ({self.trigger_ratio}): usage hints must start before "
+                "automatic compression does"
+            )

@@ -1,0 +1,149 @@
+"""The message: who said what, as a list of typed blocks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
+
+from ._blocks import (
+    ContentBlock,
+    DataBlock,
+    HintBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+__all__ = ["Msg", "Role", "Usage", "msgs_from_jsonl", "msgs_to_jsonl"]
+
+Role = Literal["user", "assistant", "system"]
+_B = TypeVar("_B", bound=BaseModel)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Usage(BaseModel):
+    """Token usage the provider reported for one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Input tokens served from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache."""
+
+
+class Msg(BaseModel):
+    """A message. ``Msg("user", "hello", "user")`` works positionally, as in the spec.
+
+    Treat a message as immutable once it is in an agent's context: token counts are
+    cached per message, so changes go through ``model_copy(update=...)`` instead.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    content: str | list[ContentBlock]
+    role: Role
+    id: str = Field(default_factory=_new_id)
+    created_at: str = Field(default_factory=_now)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage | None = None
+
+    _token_cache: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, *args: Any, **data: Any) -> None:
+        if len(args) > 3:
+            raise TypeError(f"Msg takes at most 3 positional arguments (name, content, role), got {len(args)}")
+        for field, value in zip(("name", "content", "role"), args, strict=False):
+            if field in data:
+                raise TypeError(f"Msg got two values for {field!r}")
+            data[field] = value
+        super().__init__(**data)
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Msg:
+        """Parse one message from its JSON form (as written by ``model_dump_json``)."""
+        return cls.model_validate_json(data)
+
+    def blocks(self) -> list[ContentBlock]:
+        """The content as blocks (a string becomes one ``TextBlock``)."""
+        if isinstance(self.content, str):
+            return [TextBlock(text=self.content)] if self.content else []
+        return list(self.content)
+
+    @overload
+    def get_blocks(self, kind: type[_B]) -> list[_B]: ...
+    @overload
+    def get_blocks(self, kind: None = None) -> list[ContentBlock]: ...
+    def get_blocks(self, kind: type[Any] | None = None) -> list[Any]:
+        """Blocks of one type (``msg.get_blocks(ToolCallBlock)``), or all of them."""
+        blocks = self.blocks()
+        return blocks if kind is None else [b for b in blocks if isinstance(b, kind)]
+
+    def iter_data(self) -> Iterator[DataBlock]:
+        """Every data block, including those nested in tool results."""
+        for block in self.blocks():
+            if isinstance(block, DataBlock):
+                yield block
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+                yield from (b for b in block.output if isinstance(b, DataBlock))
+
+    @property
+    def text(self) -> str:
+        """Text and hint blocks joined by newlines (no thinking, no tool traffic)."""
+        if isinstance(self.content, str):
+            return self.content
+        parts = [
+            b.text if isinstance(b, TextBlock) else b.hint
+            for b in self.content
+            if isinstance(b, TextBlock | HintBlock)
+        ]
+        return "\n".join(parts)
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool calls in this message, in order."""
+        return self.get_blocks(ToolCallBlock)
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results in this message, in order."""
+        return self.get_blocks(ToolResultBlock)
+
+    @property
+    def thinking(self) -> list[ThinkingBlock]:
+        """The thinking blocks in this message."""
+        return self.get_blocks(ThinkingBlock)
+
+    def cached_tokens(self, counter_name: str) -> int | None:
+        """The token count cached for ``counter_name``, if any."""
+        return self._token_cache.get(counter_name)
+
+    def cache_tokens(self, counter_name: str, count: int) -> None:
+        """Remember this message's token count under ``counter_name``."""
+        self._token_cache[counter_name] = count
+
+
+_MSG_LIST = TypeAdapter(list[Msg])
+
+
+def msgs_to_jsonl(msgs: list[Msg]) -> str:
+    """One JSON object per line, newline terminated."""
+    return "".join(m.model_dump_json() + "\n" for m in msgs)
+
+
+def msgs_from_jsonl(text: str) -> list[Msg]:
+    """Parse the output of :func:`msgs_to_jsonl`; blank lines are skipped."""
+    return [Msg.model_validate_json(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,222 @@
+"""The model interface every adapter implements."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from .._exceptions import (
+    EmptyResponseError,
+    ModelConnectionError,
+    RateLimitError,
+    ServerError,
+    StructuredOutputError,
+)
+from .._logging import logger
+from ..message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec
+from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta
+
+if TYPE_CHECKING:
+    from ..token import TokenCounter
+
+__all__ = ["ChatModelBase"]
+
+_RETRYABLE = (RateLimitError, ServerError, ModelConnectionError)
+
+
+class ChatModelBase(ABC):
+    """An async chat model.
+
+    Adapters implement :meth:`_generate` (and optionally :meth:`_stream`); this class adds
+    retries with backoff for rate limits, 5xx and connection errors (``retry_after`` is
+    honoured), structured output through a forced tool call, and a token counter.
+    Adapters must turn their SDK's errors into :mod:`contextfold` exceptions.
+    """
+
+    model_name: str
+    context_size: int
+    """The model's context window in tokens."""
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        context_size: int,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        if context_size <= 0:
+            raise ValueError(f"context_size must be positive, got {context_size}")
+        self.model_name = model_name
+        self.context_size = context_size
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self._token_counter = token_counter
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter that matches this model's tokenizer and framing."""
+        if self._token_counter is None:
+            from ..token import counter_for_model
+
+            self._token_counter = counter_for_model(self.model_name)
+        return self._token_counter
+
+    @abstractmethod
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        """One provider call, no retries. Raise contextfold exceptions only."""
+
+    async def _stream(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Stream one provider call. The default wraps :meth:`_generate`."""
+        response = await self._generate(messages, tools=tools, tool_choice=tool_choice)
+        if response.text:
+            yield TextDelta(text=response.text)
+        yield ResponseCompleted(response=response)
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
+    ) -> ChatResponse:
+        """Call the model, retrying transient failures."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._generate(messages, tools=tools, tool_choice=tool_choice)
+            except _RETRYABLE as exc:
+                attempt += 1
+                if attempt > self.max_retries:
+                    raise
+                await self._backoff(attempt, exc)
+                continue
+            if not response.content:
+                raise EmptyResponseError(f"{self.model_name} returned an empty response")
+            return response
+
+    __call__ = generate
+
+    async def stream(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Stream the answer; the last event is :class:`ResponseCompleted`.
+
+        Transient failures are retried only before the first event was yielded; a stream
+        cut after that raises, since the caller has already seen part of the answer.
+        """
+        attempt = 0
+        while True:
+            started = False
+            try:
+                async for event in self._stream(messages, tools=tools, tool_choice=tool_choice):
+                    started = True
+                    yield event
+                return
+            except _RETRYABLE as exc:
+                attempt += 1
+                if started or attempt > self.max_retries:
+                    raise
+                await self._backoff(attempt, exc)
+
+    async def _backoff(self, attempt: int, exc: Exception) -> None:
+        delay = self.retry_base_delay * (2 ** (attempt - 1)) * (0.5 + random.random())
+        if isinstance(exc, RateLimitError) and exc.retry_after is not None:
+            delay = max(delay, exc.retry_after)
+        logger.warning(
+            "model %s: %s; retry %d/%d in %.1fs",
+            self.model_name,
+            type(exc).__name__,
+            attempt,
+            self.max_retries,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+    async def structured(
+        self,
+        messages: Sequence[Msg],
+        schema: dict[str, Any],
+        *,
+        name: str = "structured_output",
+        description: str = "Return the result as the arguments of this tool.",
+        max_attempts: int = 3,
+    ) -> dict[str, Any]:
+        """Ask for output matching a JSON schema through a forced tool call.
+
+        Invalid output is fed back to the model with the validation error and retried up
+        to ``max_attempts`` times in all; then :class:`StructuredOutputError` is raised.
+        """
+        validator = jsonschema.Draft202012Validator(schema)
+        tool = ToolSpec(name=name, description=description, parameters=schema)
+        history = list(messages)
+        problem = "no attempt made"
+        for attempt in range(1, max_attempts + 1):
+            response = await self.generate(history, tools=[tool], tool_choice=name)
+            calls = [c for c in response.tool_calls if c.name == name]
+            candidate: Any = None
+            if calls and calls[0].input_error is None:
+                candidate = calls[0].input
+            elif calls:
+                problem = f"arguments were not a JSON object: {calls[0].input_error}"
+            else:
+                candidate = _json_object_in_text(response.text)
+                if candidate is None:
+                    problem = f"the model did not call {name!r}"
+            if candidate is not None:
+                errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
+                if not errors:
+                    return dict(candidate)
+                problem = "; ".join(
+                    f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5]
+                )
+            logger.info("structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem)
+            history = [
+                *history,
+                Msg(
+                    "system",
+                    [TextBlock(text=f"Your output was invalid ({problem}). Call {name} again "
+                               "with arguments that match its schema exactly.")],
+                    "user",
+                ),
+            ]
+        raise StructuredOutputError(
+            f"{self.model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
+        )
+
+
+def _json_object_in_text(text: str) -> dict[str, Any] | None:
+    """Some models answer a forced tool call with JSON in plain text; accept that."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        value = json.loads(text[start : end + 1])
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
