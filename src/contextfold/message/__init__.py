@@ -1,5 +1,12 @@
 """Messages as data: typed blocks, one JSON form, converters to provider formats."""
 
+from ._anthropic import (
+    from_anthropic_message,
+    from_anthropic_messages,
+    to_anthropic_request,
+    to_anthropic_tool_choice,
+    to_anthropic_tools,
+)
 from ._blocks import (
     Base64Source,
     ContentBlock,
@@ -14,7 +21,25 @@ from ._blocks import (
     URLSource,
 )
 from ._msg import Msg, Role, Usage, msgs_from_jsonl, msgs_to_jsonl
+from ._openai import (
+    from_openai_message,
+    from_openai_messages,
+    to_openai_messages,
+    to_openai_tool_choice,
+    to_openai_tools,
+)
 from ._toolspec import ToolChoice, ToolSpec
+from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
+from ._validity import (
+    Provider,
+    ValidityProblem,
+    assert_provider_valid,
+    check_anthropic_request,
+    check_anthropic_valid,
+    check_openai_request,
+    check_openai_valid,
+    check_provider_valid,
+)
 
 __all__ = [
     "Base64Source",
@@ -23,16 +48,39 @@ __all__ = [
     "DataSource",
     "HintBlock",
     "Msg",
+    "Provider",
     "Role",
     "TextBlock",
     "ThinkingBlock",
     "ToolCallBlock",
-    "ToolResultBlock",
     "ToolChoice",
+    "ToolResultBlock",
     "ToolResultContent",
     "ToolSpec",
+    "Trajectory",
     "URLSource",
     "Usage",
+    "ValidityProblem",
+    "assert_provider_valid",
+    "check_anthropic_request",
+    "check_anthropic_valid",
+    "check_openai_request",
+    "check_openai_valid",
+    "check_provider_valid",
+    "from_anthropic_message",
+    "from_anthropic_messages",
+    "from_openai_message",
+    "from_openai_messages",
+    "load_any",
+    "load_msg_jsonl",
+    "load_openai_runs",
+    "load_trajectory",
     "msgs_from_jsonl",
     "msgs_to_jsonl",
+    "to_anthropic_request",
+    "to_anthropic_tool_choice",
+    "to_anthropic_tools",
+    "to_openai_messages",
+    "to_openai_tool_choice",
+    "to_openai_tools",
 ]

@@ -1,12 +1,36 @@
-"""Token accounting: exact counters per tokenizer, cached per message."""
+"""Token accounting: exact counters per tokenizer, cached per message.
 
-from ._openai import OpenAITokenCounter
-from ._protocol import TokenCounter
+``counter_for_model("gpt-4o")`` picks the counter. OpenAI encodings are counted exactly
+and offline; Claude is estimated high and corrected by reported usage
+(:class:`CalibratedCounter`); the embedded model counts with its own tokenizer.
+"""
 
+from ._anthropic import AnthropicEstimator, CalibratedCounter
+from ._images import (
+    anthropic_image_tokens,
+    image_size,
+    openai_patch_image_tokens,
+    openai_tile_image_tokens,
+)
+from ._ledger import RunningTotal
+from ._openai import ImagePricing, OpenAITokenCounter
+from ._protocol import TokenCounter, TokenSlicer
+from ._select import counter_for_model
+from ._vocab import seed_tiktoken_cache, tiktoken_encoding
 
-def counter_for_model(model_name: str) -> TokenCounter:
-    """The counter that matches ``model_name``."""
-    return OpenAITokenCounter("o200k_base")
-
-
-__all__ = ["OpenAITokenCounter", "TokenCounter", "counter_for_model"]
+__all__ = [
+    "AnthropicEstimator",
+    "CalibratedCounter",
+    "ImagePricing",
+    "OpenAITokenCounter",
+    "RunningTotal",
+    "TokenCounter",
+    "TokenSlicer",
+    "anthropic_image_tokens",
+    "counter_for_model",
+    "image_size",
+    "openai_patch_image_tokens",
+    "openai_tile_image_tokens",
+    "seed_tiktoken_cache",
+    "tiktoken_encoding",
+]

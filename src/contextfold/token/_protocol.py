@@ -1,4 +1,4 @@
-"""The token counter protocol."""
+"""The token counter protocols."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from ..message import Msg, ToolSpec
 
-__all__ = ["TokenCounter"]
+__all__ = ["TokenCounter", "TokenSlicer"]
 
 
 @runtime_checkable
@@ -16,15 +16,16 @@ class TokenCounter(Protocol):
 
     ``count_message`` includes the per-message framing the provider adds, and
     ``count_request`` is exactly what a request of these messages and tools costs:
-    ``sum(count_message) + count_tools + request_overhead``. Implementations cache
-    each message's count on the message (``Msg.cache_tokens``) under ``name``.
+    ``sum(count_message) + count_tools + count_request([], ())``. That identity lets a
+    running total be kept per message. Implementations cache each message's count on the
+    message (``Msg.cache_tokens``) under ``name``.
     """
 
     name: str
-    """Identifies the tokenizer and framing, e.g. ``"o200k_base/openai-chat"``."""
+    """Identifies the tokenizer and framing, e.g. ``"openai-chat/o200k_base"``; the cache key."""
 
     exact: bool
-    """True when counts equal the provider's; False for estimators."""
+    """True when text counts equal the provider tokenizer's; False for estimators."""
 
     def count_text(self, text: str) -> int:
         """Tokens in a bare string (no framing)."""
@@ -40,4 +41,21 @@ class TokenCounter(Protocol):
 
     def count_request(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
         """Tokens of a whole request: messages, tools and the reply priming."""
+        ...
+
+
+@runtime_checkable
+class TokenSlicer(Protocol):
+    """Cuts text to a token budget, exactly: ``count_text(head(t, n)) <= n``.
+
+    Counters that can do so implement this too (check with ``isinstance``). Cuts land on
+    character boundaries, so a multi-token character is dropped whole rather than split.
+    """
+
+    def head(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` found within ``max_tokens`` tokens."""
+        ...
+
+    def tail(self, text: str, max_tokens: int) -> str:
+        """The longest suffix of ``text`` found within ``max_tokens`` tokens."""
         ...

@@ -1,0 +1,63 @@
+"""contextfold: keep long-running LLM agents inside their context window.
+
+The most used names are re-exported here; each subpackage has its own curated API:
+``contextfold.message``, ``.token``, ``.model``, ``.workspace``, ``.tool``,
+``.context``, ``.agent``, ``.middleware``, ``.replay``.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._exceptions import (
+    AuthenticationError,
+    BadRequestError,
+    CompressionError,
+    ContextfoldError,
+    ContextWindowExceededError,
+    EmptyResponseError,
+    MessageFormatError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelError,
+    ModelTimeoutError,
+    RateLimitError,
+    ServerError,
+    StructuredOutputError,
+    UnsafePathError,
+    WorkspaceError,
+)
+from .agent import Agent
+from .context import ContextConfig
+from .message import HintBlock, Msg
+from .model import ScriptedModel
+from .tool import Toolkit
+
+try:
+    __version__ = version("contextfold")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "Agent",
+    "AuthenticationError",
+    "BadRequestError",
+    "CompressionError",
+    "ContextConfig",
+    "ContextWindowExceededError",
+    "ContextfoldError",
+    "EmptyResponseError",
+    "HintBlock",
+    "MessageFormatError",
+    "MissingDependencyError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelTimeoutError",
+    "Msg",
+    "RateLimitError",
+    "ScriptedModel",
+    "ServerError",
+    "StructuredOutputError",
+    "Toolkit",
+    "UnsafePathError",
+    "WorkspaceError",
+    "__version__",
+]

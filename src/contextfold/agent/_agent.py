@@ -1,0 +1,493 @@
+"""Agent: the ReAct loop the context engine lives in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import ContextWindowExceededError, EmptyResponseError
+from .._logging import logger
+from ..context import CompressionEvent, ContextConfig, ContextEngine, ContextEvent, ModelInput
+from ..message import HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec
+from ..model import (
+    ChatModelBase,
+    ChatResponse,
+    ResponseCompleted,
+    TextDelta,
+    ThinkingDelta,
+)
+from ..tool import FunctionTool, Skill, Tool, Toolkit, error_result, load_skills, run_tool
+from ..tool._readback import readback_tools
+from ..tool._skills import skills_prompt
+from ..workspace import Offloader, SessionStore, WorkspaceReader
+from ._compress_tool import CompressContextTool
+from ._events import (
+    AgentEvent,
+    ContextChangeEvent,
+    ReplyEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from ._middleware import (
+    CompressionContext,
+    CompressionTrigger,
+    Middleware,
+    ModelCallContext,
+    ReplyContext,
+    ToolCallContext,
+    maybe_await,
+    overrides,
+    run_onion,
+)
+from ._permissions import Permissions
+from ._state import AgentState
+from ._tasks import TaskList
+
+__all__ = ["Agent"]
+
+_Sink = Callable[[AgentEvent], None]
+# Set only while ``Agent.stream`` runs; tasks spawned for parallel tool calls inherit it.
+_SINK: ContextVar[_Sink | None] = ContextVar("contextfold_agent_sink", default=None)
+
+
+class Agent:
+    """A ReAct agent: reason (model call), act (tool calls), observe, repeat.
+
+    The model input of every step is built once by the context engine, in the spec's
+    three layers (system prompt, summary, context); what is counted is what is sent.
+
+    Example::
+
+        agent = Agent(name="my_agent", system_prompt="...", model=model, toolkit=toolkit,
+                      context_config=ContextConfig(trigger_ratio=0.8, reserve_ratio=0.1,
+                                                   tool_result_limit=3000),
+                      offloader=workspace)
+        reply = await agent.reply(Msg("user", "...", "user"))
+
+    Beyond the spec's arguments: ``summarizer`` (a model for summaries, default ``model``),
+    ``middleware`` (outermost first), ``permissions``, ``skills_dir`` (default: the
+    offloader's ``skills_dir`` when it has one), ``max_iters`` (reasoning steps per reply),
+    ``session_id`` (default: random), ``tasks_enabled`` (TaskCreate/TaskUpdate/TaskList),
+    ``readback_tools`` (Read/Grep/Glob over the offloader, when it is a workspace) and
+    ``parallel_tool_calls``. Built-in tools shadow toolkit tools of the same name.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        system_prompt: str,
+        model: ChatModelBase,
+        toolkit: Toolkit | None = None,
+        context_config: ContextConfig | None = None,
+        offloader: Offloader | None = None,
+        summarizer: ChatModelBase | None = None,
+        middleware: Sequence[Middleware] = (),
+        permissions: Permissions | None = None,
+        skills_dir: str | Path | None = None,
+        max_iters: int = 20,
+        session_id: str | None = None,
+        tasks_enabled: bool = True,
+        readback_tools: bool = True,
+        parallel_tool_calls: bool = True,
+    ) -> None:
+        config = context_config or ContextConfig()
+        config.check_buffer()
+        if max_iters < 1:
+            raise ValueError(f"max_iters must be at least 1, got {max_iters}")
+        self.name = name
+        self.system_prompt = system_prompt
+        self.model = model
+        self.toolkit = toolkit if toolkit is not None else Toolkit()
+        self.middleware = list(middleware)
+        self.permissions = permissions or Permissions()
+        if skills_dir is None and isinstance(getattr(offloader, "skills_dir", None), Path):
+            skills_dir = offloader.skills_dir  # type: ignore[union-attr]
+        self.skills_dir = Path(skills_dir) if skills_dir is not None else None
+        self.offloader = offloader
+        self.max_iters = max_iters
+        self.parallel_tool_calls = parallel_tool_calls
+        self.tasks = TaskList()
+        self.session_id = session_id or uuid.uuid4().hex
+        self._builtin: dict[str, Tool] = {}
+        self._readback = readback_tools and isinstance(offloader, WorkspaceReader)
+        self._add_readback_tools()
+        if tasks_enabled:
+            self._builtin.update((t.name, t) for t in self.tasks.tools())
+        if config.compression_tool_enabled:
+            tool = CompressContextTool(self._compress_by_tool)
+            self._builtin[tool.name] = tool
+        self._engine = ContextEngine(
+            config=config,
+            model=model,
+            session_id=self.session_id,
+            summarizer=summarizer,
+            offloader=offloader,
+            on_event=self._on_context_event,
+        )
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def context_config(self) -> ContextConfig:
+        """The agent's context configuration."""
+        return self._engine.config
+
+    @property
+    def engine(self) -> ContextEngine:
+        """The context engine holding this session's summary and context."""
+        return self._engine
+
+    @property
+    def summary(self) -> Msg | None:
+        """The summary of compressed history, if a compression happened."""
+        return self._engine.summary
+
+    @property
+    def context(self) -> list[Msg]:
+        """The recent, uncompressed messages."""
+        return list(self._engine.context)
+
+    @property
+    def skills(self) -> list[Skill]:
+        """Skills from the toolkit, then from ``skills_dir`` (first wins on a name clash)."""
+        merged = {s.name: s for s in self.toolkit.skills}
+        for skill in load_skills(self.skills_dir) if self.skills_dir else []:
+            merged.setdefault(skill.name, skill)
+        return list(merged.values())
+
+    @property
+    def state(self) -> AgentState:
+        """A snapshot of the session, serializable to JSON."""
+        return AgentState(
+            session_id=self.session_id,
+            name=self.name,
+            summary=self._engine.summary,
+            context=list(self._engine.context),
+            tasks=self.tasks.all(),
+        )
+
+    def load_state(self, state: AgentState | str | bytes) -> None:
+        """Restore a session saved from :attr:`state` (an object or its JSON)."""
+        if not isinstance(state, AgentState):
+            state = AgentState.model_validate_json(state)
+        self.session_id = state.session_id
+        self._engine.session_id = state.session_id
+        self._engine.load(summary=state.summary, context=state.context)
+        self.tasks.load(state.tasks)
+        self._add_readback_tools()
+
+    async def save_session(self, store: SessionStore | None = None) -> None:
+        """Save :attr:`state` as JSON to ``store`` (default: the offloader, if it is one)."""
+        await self._session_store(store).save_state(self.session_id, self.state.model_dump_json())
+
+    async def resume_session(self, session_id: str, store: SessionStore | None = None) -> bool:
+        """Load the state saved for ``session_id``; False (nothing changed) if there is none."""
+        saved = await self._session_store(store).load_state(session_id)
+        if saved is None:
+            return False
+        self.load_state(saved)
+        return True
+
+    def _session_store(self, store: SessionStore | None) -> SessionStore:
+        if store is not None:
+            return store
+        if isinstance(self.offloader, SessionStore):
+            return self.offloader
+        raise ValueError(
+            "no session store: pass store=..., or use a workspace (e.g. LocalWorkspace) "
+            "as the offloader"
+        )
+
+    def _add_readback_tools(self) -> None:
+        # Scoped to the current session, so they are rebuilt when a session is loaded.
+        if self._readback and isinstance(self.offloader, WorkspaceReader):
+            for func in readback_tools(self.offloader, session_id=self.session_id):
+                tool = FunctionTool(func)
+                self._builtin[tool.name] = tool
+
+    @classmethod
+    def from_state(cls, state: AgentState | str | bytes, **kwargs: Any) -> Agent:
+        """A new agent continuing a saved session; ``kwargs`` are the constructor's.
+
+        ``name`` defaults to the saved one; ``model``, ``system_prompt`` and tools must be
+        passed again, since they are code rather than state.
+        """
+        if not isinstance(state, AgentState):
+            state = AgentState.model_validate_json(state)
+        kwargs.setdefault("name", state.name)
+        kwargs["session_id"] = state.session_id
+        agent = cls(**kwargs)
+        agent.load_state(state)
+        return agent
+
+    # ----------------------------------------------------------------- public API
+
+    async def reply(self, msg: Msg | Sequence[Msg] | str | None = None) -> Msg:
+        """Answer ``msg``: reason and act until the model stops calling tools.
+
+        After ``max_iters`` reasoning steps the agent stops with an assistant message that
+        says so (``metadata["stop_reason"] == "max_iters"``) instead of raising.
+        """
+        async with self._lock:
+            ctx = ReplyContext(agent=self, msg=_as_msgs(msg))
+            return await run_onion(self._layers("on_reply"), ctx, self._reply_core)
+
+    def __call__(self, msg: Msg | Sequence[Msg] | str | None = None) -> Awaitable[Msg]:
+        """Same as :meth:`reply`."""
+        return self.reply(msg)
+
+    async def stream(
+        self, msg: Msg | Sequence[Msg] | str | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Like :meth:`reply`, yielding events as they happen; the last is a ``ReplyEvent``.
+
+        Closing the iterator early cancels the reply.
+        """
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+        async def run() -> None:
+            _SINK.set(queue.put_nowait)
+            try:
+                final = await self.reply(msg)
+                queue.put_nowait(ReplyEvent(msg=final))
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(run())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def compress_context(
+        self,
+        context_config: ContextConfig | None = None,
+        instructions: HintBlock | str | None = None,
+        *,
+        force: bool = False,
+    ) -> CompressionEvent | None:
+        """Compress now if usage is over ``trigger_ratio`` (or ``force``); None if nothing done.
+
+        ``context_config`` overrides the agent's configuration for this call only;
+        ``instructions`` steer what the summary keeps.
+        """
+        if isinstance(instructions, str):
+            instructions = HintBlock(hint=instructions)
+        return await self._compress(
+            trigger="manual", config=context_config, instructions=instructions, force=force
+        )
+
+    async def build_system_prompt(self) -> str:
+        """The system prompt layer: base prompt, skills, then ``on_system_prompt`` hooks."""
+        prompt = "\n\n".join(p for p in (self.system_prompt, skills_prompt(self.skills)) if p)
+        for mw in self.middleware:
+            if overrides(mw, "on_system_prompt"):
+                prompt = await maybe_await(mw.on_system_prompt(prompt, self))
+        return prompt
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools offered to the model: built-ins, then the toolkit's."""
+        specs = [
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in self._builtin.values()
+        ]
+        specs += [s for s in self.toolkit.specs() if s.name not in self._builtin]
+        return specs
+
+    # ----------------------------------------------------------------- the loop
+
+    async def _reply_core(self, ctx: ReplyContext) -> Msg:
+        for incoming in _as_msgs(ctx.msg) or []:
+            self._engine.append(incoming)
+        for step in range(self.max_iters):
+            response = await self._reason(step)
+            assistant = response.to_msg(self.name)
+            self._engine.append(assistant)
+            calls = assistant.tool_calls
+            if not calls:
+                return assistant
+            for call in calls:
+                self._emit(ToolCallEvent(call=call, step=step))
+            try:
+                results = await self._act(calls, step)
+            except BaseException:
+                # Keep the context provider-valid: every call gets a result.
+                await self._engine.add_tool_results(
+                    Msg("tool", [_interrupted(c) for c in calls], "user")
+                )
+                raise
+            stored = await self._engine.add_tool_results(Msg("tool", list(results), "user"))
+            for result in stored.tool_results:
+                self._emit(ToolResultEvent(result=result, step=step))
+        logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
+        final = Msg(
+            self.name,
+            [
+                TextBlock(
+                    text=f"I stopped after {self.max_iters} reasoning steps (the max_iters "
+                    "limit) before finishing the task. Ask me to continue, or raise max_iters."
+                )
+            ],
+            "assistant",
+            metadata={"stop_reason": "max_iters"},
+        )
+        self._engine.append(final)
+        return final
+
+    async def _reason(self, step: int) -> ChatResponse:
+        model_input = await self._prepare()
+        try:
+            return await self._call_model(model_input, step)
+        except ContextWindowExceededError as exc:
+            logger.warning("agent %s: %s; compressing and retrying once", self.name, exc)
+            event = await self._compress(trigger="overflow", force=True)
+            if event is None:
+                raise
+            return await self._call_model(await self._prepare(), step)
+
+    async def _prepare(self) -> ModelInput:
+        return await self._engine.prepare(
+            await self.build_system_prompt(),
+            self.tool_specs(),
+            task_in_progress=self.tasks.in_progress,
+        )
+
+    async def _call_model(self, model_input: ModelInput, step: int) -> ChatResponse:
+        ctx = ModelCallContext(
+            agent=self,
+            step=step,
+            model_input=model_input,
+            messages=model_input.messages(),
+            tools=list(model_input.tools),
+        )
+        return await run_onion(self._layers("on_model_call"), ctx, self._model_core)
+
+    async def _model_core(self, ctx: ModelCallContext) -> ChatResponse:
+        if _SINK.get() is None:
+            return await self.model.generate(
+                ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
+            )
+        response: ChatResponse | None = None
+        async for event in self.model.stream(
+            ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
+        ):
+            if isinstance(event, TextDelta):
+                self._emit(TextDeltaEvent(text=event.text, step=ctx.step))
+            elif isinstance(event, ThinkingDelta):
+                self._emit(ThinkingDeltaEvent(thinking=event.thinking, step=ctx.step))
+            elif isinstance(event, ResponseCompleted):
+                response = event.response
+        if response is None or not response.content:
+            raise EmptyResponseError(f"{self.model.model_name} returned an empty response")
+        return response
+
+    async def _act(self, calls: list[ToolCallBlock], step: int) -> list[ToolResultBlock]:
+        if not self.parallel_tool_calls or len(calls) == 1:
+            return [await self._run_call(call, step) for call in calls]
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._run_call(call, step)) for call in calls]
+        return [t.result() for t in tasks]
+
+    async def _run_call(self, call: ToolCallBlock, step: int) -> ToolResultBlock:
+        ctx = ToolCallContext(agent=self, step=step, call=call)
+        return await run_onion(self._layers("on_tool_call"), ctx, self._tool_core)
+
+    async def _tool_core(self, ctx: ToolCallContext) -> ToolResultBlock:
+        call = ctx.call
+        builtin = self._builtin.get(call.name)
+        tool = builtin or self.toolkit.get(call.name)
+        # Built-ins touch only the agent's own state, so no rule may block them (the spec
+        # requires this for CompressContext); user tools go through the rules.
+        if builtin is None and tool is not None and call.input_error is None:
+            refusal = await self.permissions.check(call)
+            if refusal is not None:
+                return error_result(call, refusal)
+        available = [*self._builtin, *self.toolkit.names]
+        return await run_tool(tool, call, available=available)
+
+    # ----------------------------------------------------------------- compression
+
+    async def _compress(
+        self,
+        *,
+        trigger: CompressionTrigger,
+        config: ContextConfig | None = None,
+        instructions: HintBlock | None = None,
+        force: bool = False,
+        threshold_ratio: float | None = None,
+    ) -> CompressionEvent | None:
+        ctx = CompressionContext(
+            agent=self,
+            trigger=trigger,
+            config=config or self.context_config,
+            instructions=instructions,
+            force=force,
+            threshold_ratio=threshold_ratio,
+        )
+        return await run_onion(self._layers("on_compression"), ctx, self._compression_core)
+
+    async def _compression_core(self, ctx: CompressionContext) -> CompressionEvent | None:
+        return await self._engine.compress(
+            await self.build_system_prompt(),
+            self.tool_specs(),
+            config=ctx.config,
+            instructions=ctx.instructions,
+            force=ctx.force,
+            threshold_ratio=ctx.threshold_ratio,
+            trigger=ctx.trigger,
+        )
+
+    async def _compress_by_tool(self, instructions: HintBlock | None) -> CompressionEvent | None:
+        return await self._compress(
+            trigger="tool",
+            instructions=instructions,
+            threshold_ratio=self.context_config.hint_ratio,
+        )
+
+    # ----------------------------------------------------------------- events
+
+    async def _on_context_event(self, event: ContextEvent) -> None:
+        for mw in self.middleware:
+            if overrides(mw, "on_context_event"):
+                await maybe_await(mw.on_context_event(event, self))
+        self._emit(ContextChangeEvent(event=event))
+
+    @staticmethod
+    def _emit(event: AgentEvent) -> None:
+        sink = _SINK.get()
+        if sink is not None:
+            sink(event)
+
+    def _layers(self, hook: str) -> list[Any]:
+        return [getattr(mw, hook) for mw in self.middleware if overrides(mw, hook)]
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, session_id={self.session_id!r})"
+
+
+def _as_msgs(msg: Msg | Sequence[Msg] | str | None) -> list[Msg] | None:
+    if msg is None:
+        return None
+    if isinstance(msg, str):
+        return [Msg("user", msg, "user")]
+    if isinstance(msg, Msg):
+        return [msg]
+    return list(msg)
+
+
+def _interrupted(call: ToolCallBlock) -> ToolResultBlock:
+    return error_result(call, "Error: the tool call was interrupted before it finished.")

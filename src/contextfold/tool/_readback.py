@@ -1,0 +1,158 @@
+"""Read-back tools: how the agent finds what was offloaded (``Read``, ``Grep``, ``Glob``).
+
+They work over any :class:`~contextfold.workspace.WorkspaceReader`, accept exactly the
+references the offloader put in summaries and truncation markers (and the canonical
+relative form ``sessions/<session>/...``), and never reach outside the workspace: the
+reader refuses anything else with ``UnsafePathError``, which the tools report as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from .._exceptions import WorkspaceError
+from ..workspace import GrepMatch, ItemInfo, WorkspaceReader
+from ..workspace._names import glob_to_regex
+
+__all__ = ["readback_tools"]
+
+_MAX_LINE = 2000
+
+
+def readback_tools(
+    reader: WorkspaceReader,
+    *,
+    session_id: str | None = None,
+    grep_timeout: float = 5.0,
+    max_line_chars: int = _MAX_LINE,
+) -> list[Callable[..., Awaitable[str]]]:
+    """``Read``, ``Grep`` and ``Glob`` over ``reader``, as plain async functions.
+
+    With ``session_id`` the tools see only that session's items (and the data files it
+    references); otherwise the whole workspace. Errors come back as text starting with
+    ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every search, so a
+    catastrophic pattern cannot hang the agent.
+    """
+
+    def clip(line: str) -> str:
+        if len(line) <= max_line_chars:
+            return line
+        return f"{line[:max_line_chars]}… [line cut, {len(line)} chars in all]"
+
+    async def visible() -> list[ItemInfo]:
+        return await reader.list_items(session_id)
+
+    async def find(path: str) -> ItemInfo | None:
+        for item in await visible():
+            if path in (item.ref, item.path):
+                return item
+        return None
+
+    async def Read(path: str, offset: int = 0, limit: int = 200) -> str:
+        """Read an offloaded item: compressed context, a truncated tool result, or data.
+
+        Output lines are numbered from 1, like ``cat -n``.
+
+        Args:
+            path: The reference from a summary or truncation marker, or a path listed
+                by Glob (e.g. ``sessions/<session>/tool_result-<id>.txt``).
+            offset: Number of lines to skip from the start.
+            limit: Maximum number of lines to return.
+        """
+        if offset < 0 or limit < 1:
+            return "Error: offset must be >= 0 and limit >= 1"
+        try:
+            if session_id is not None and await find(path) is None:
+                return f"Error: {path!r} is not an offloaded item of this session; use Glob"
+            lines = (await reader.read(path, offset=offset, limit=limit + 1)).split("\n")
+        except WorkspaceError as exc:
+            return f"Error: {exc}"
+        if lines == [""]:
+            return f"(no lines at offset {offset}; the item is shorter)"
+        more = len(lines) > limit
+        out = [f"{offset + i + 1:>6}\t{clip(line)}" for i, line in enumerate(lines[:limit])]
+        if more:
+            out.append(f"(more lines follow; call Read with offset={offset + limit} to continue)")
+        return "\n".join(out)
+
+    async def Grep(
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        context: int = 0,
+        max_results: int = 100,
+    ) -> str:
+        """Search offloaded content with a regular expression, line by line.
+
+        Results are ``path:line:text`` for matches and ``path-line-text`` for context
+        lines; pass the path and line to Read for more.
+
+        Args:
+            pattern: Regular expression (Python syntax) to search for.
+            path: Search only this item (a reference or a path listed by Glob).
+            glob: Search only items whose path matches this glob, e.g. ``*.txt``.
+            context: Lines of context to show before and after each match.
+            max_results: Maximum number of matching lines to return.
+        """
+        try:
+            if path is not None:
+                item = await find(path)
+                if item is None:
+                    return f"Error: {path!r} is not an offloaded item; use Glob to list them"
+                glob = item.path
+            matches = await reader.grep(
+                pattern,
+                session_id=session_id,
+                glob=glob,
+                context=max(0, context),
+                max_results=max(1, max_results),
+                time_limit=grep_timeout,
+            )
+        except (WorkspaceError, ValueError, TimeoutError) as exc:
+            return f"Error: {exc}"
+        if not matches:
+            return "No matches."
+        text = _format_matches(matches, clip)
+        if len(matches) >= max_results:
+            text += f"\n(stopped at max_results={max_results}; narrow the pattern or glob)"
+        return text
+
+    async def Glob(pattern: str = "**") -> str:
+        """List offloaded items (context logs, tool results, data files) with sizes.
+
+        Args:
+            pattern: Glob over item paths; ``**`` spans directories, a pattern without
+                ``/`` matches file names (``*.txt``).
+        """
+        matcher = glob_to_regex(pattern)
+        try:
+            items = [i for i in await visible() if matcher.fullmatch(i.path)]
+        except WorkspaceError as exc:
+            return f"Error: {exc}"
+        if not items:
+            return f"No offloaded items match {pattern!r}."
+        return "\n".join(f"{i.ref}\t{i.kind}\t{i.size} bytes" for i in items)
+
+    return [Read, Grep, Glob]
+
+
+def _format_matches(matches: list[GrepMatch], clip: Callable[[str], str]) -> str:
+    """``grep -n`` style: ``ref:n:text`` for matches, ``ref-n-text`` for context, ``--``
+    between groups; a line shown as context of two matches appears once."""
+    rows: dict[tuple[str, int], tuple[bool, str]] = {}
+    for m in matches:
+        first = m.line_number - len(m.before)
+        for k, line in enumerate(m.before):
+            rows.setdefault((m.ref, first + k), (False, line))
+        rows[(m.ref, m.line_number)] = (True, m.line)
+        for k, line in enumerate(m.after):
+            rows.setdefault((m.ref, m.line_number + 1 + k), (False, line))
+    out: list[str] = []
+    prev: tuple[str, int] | None = None
+    for ref, n in sorted(rows):
+        if prev is not None and (prev[0] != ref or n > prev[1] + 1):
+            out.append("--")
+        is_match, line = rows[(ref, n)]
+        out.append(f"{ref}{':' if is_match else '-'}{n}{':' if is_match else '-'}{clip(line)}")
+        prev = (ref, n)
+    return "\n".join(out)

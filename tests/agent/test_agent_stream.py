@@ -1,0 +1,98 @@
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from agent_support import assert_valid, make_agent
+
+from contextfold.agent import (
+    ContextChangeEvent,
+    Middleware,
+    ReplyEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from contextfold.context import TruncationEvent
+from contextfold.message import Msg, ToolChoice, ToolSpec
+from contextfold.model import (
+    ModelStreamEvent,
+    ResponseCompleted,
+    ScriptedModel,
+    TextDelta,
+    tool_reply,
+)
+from contextfold.tool import Toolkit
+
+
+class ChunkingModel(ScriptedModel):
+    """Streams text answers word by word."""
+
+    async def _stream(
+        self, messages: Sequence[Msg], *, tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
+    ) -> AsyncIterator[ModelStreamEvent]:
+        response = await self._generate(messages, tools=tools, tool_choice=tool_choice)
+        words = response.text.split(" ") if response.text else []
+        for i, word in enumerate(words):
+            yield TextDelta(text=word if i == 0 else " " + word)
+        yield ResponseCompleted(response=response)
+
+
+async def test_stream_yields_deltas_tool_events_and_final_reply() -> None:
+    toolkit = Toolkit()
+    toolkit.register(lambda city: f"sunny in {city}", name="weather")
+    model = ChunkingModel([tool_reply(("weather", {"city": "Oslo"})), "It is sunny."])
+    agent = make_agent(model, toolkit)
+    events = [e async for e in agent.stream(Msg("user", "Weather in Oslo?", "user"))]
+    kinds = [e.type for e in events]
+    assert kinds == ["tool_call", "tool_result", "text_delta", "text_delta", "text_delta", "reply"]
+    assert isinstance(events[0], ToolCallEvent)
+    assert events[0].call.input == {"city": "Oslo"}
+    assert isinstance(events[1], ToolResultEvent)
+    assert events[1].result.output == "sunny in Oslo"
+    assert "".join(e.text for e in events if isinstance(e, TextDeltaEvent)) == "It is sunny."
+    final = events[-1]
+    assert isinstance(final, ReplyEvent)
+    assert final.msg.text == "It is sunny."
+    assert agent.context[-1].id == final.msg.id
+    assert_valid(model)
+
+
+async def test_stream_forwards_context_events() -> None:
+    event = TruncationEvent(tool_call_id="c", tool_name="t", tokens_before=9, tokens_after=3)
+
+    class Emit(Middleware):
+        async def on_reply(self, ctx, call_next):  # type: ignore[no-untyped-def]
+            await ctx.agent.engine.on_event(event)
+            return await call_next(ctx)
+
+    agent = make_agent(ChunkingModel(["ok"]), middleware=[Emit()])
+    events = [e async for e in agent.stream("hi")]
+    assert isinstance(events[0], ContextChangeEvent)
+    assert events[0].event == event
+
+
+async def test_stream_raises_model_errors() -> None:
+    agent = make_agent(ScriptedModel([RuntimeError("backend down")]))
+    seen: list[object] = []
+
+    async def drain() -> None:
+        async for e in agent.stream("hi"):
+            seen.append(e)
+
+    with pytest.raises(RuntimeError, match="backend down"):
+        await drain()
+    assert seen == []
+
+
+async def test_closing_the_stream_early_cancels_the_reply() -> None:
+    toolkit = Toolkit()
+    toolkit.register(lambda: "x", name="t")
+    model = ChunkingModel([tool_reply(("t", {})), "never reached"])
+    agent = make_agent(model, toolkit)
+    stream = agent.stream("go")
+    first = await anext(stream)
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert first.type == "tool_call"
+    assert len(model.requests) == 1
+    # The agent is usable afterwards: its lock was released.
+    model.add("back")
+    assert (await agent.reply("again")).text in ("never reached", "back")
