@@ -1,5 +1,32 @@
-"""Offload stores: where content that leaves the context is kept, and read back."""
+"""Offload stores: where content that leaves the context is kept, and read back.
 
-from ._protocol import DataOffloader, Offloader
+Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceReader`` and
+``SessionStore``, and passes the same contract suite.
+"""
 
-__all__ = ["DataOffloader", "Offloader"]
+from ._base import BaseWorkspace
+from ._local import LocalWorkspace
+from ._memory import MemoryWorkspace
+from ._names import decode_key, encode_key, parse_ref
+from ._postgres import PostgresWorkspace
+from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader
+from ._sqlite import SQLiteWorkspace
+from ._types import GrepMatch, ItemInfo, ItemKind
+
+__all__ = [
+    "BaseWorkspace",
+    "DataOffloader",
+    "GrepMatch",
+    "ItemInfo",
+    "ItemKind",
+    "LocalWorkspace",
+    "MemoryWorkspace",
+    "Offloader",
+    "PostgresWorkspace",
+    "SQLiteWorkspace",
+    "SessionStore",
+    "WorkspaceReader",
+    "decode_key",
+    "encode_key",
+    "parse_ref",
+]

@@ -1,12 +1,13 @@
-"""The Offloader protocol: where content that leaves the context goes."""
+"""The seams: where content that leaves the context goes, and how it is read back."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
 from ..message import DataBlock, Msg, ToolResultBlock
+from ._types import GrepMatch, ItemInfo
 
-__all__ = ["DataOffloader", "Offloader"]
+__all__ = ["DataOffloader", "Offloader", "SessionStore", "WorkspaceReader"]
 
 
 @runtime_checkable
@@ -35,4 +36,62 @@ class DataOffloader(Protocol):
 
     async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
         """Persist the block's bytes; return a reference to them."""
+        ...
+
+
+@runtime_checkable
+class WorkspaceReader(Protocol):
+    """The reading side every workspace backend implements (used by the read-back tools).
+
+    References are the strings the offload methods return; every backend also accepts the
+    canonical workspace-relative form (``sessions/<session>/context.jsonl``,
+    ``sessions/<session>/tool_result-<id>.txt``, ``data/<sha256>.<ext>``). Anything else,
+    or anything that would leave the workspace, raises ``UnsafePathError``.
+    """
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of every session with stored content or state, sorted."""
+        ...
+
+    async def list_items(self, session_id: str | None = None) -> list[ItemInfo]:
+        """The items of one session (with the data files it references), or of all."""
+        ...
+
+    async def read(self, ref: str, *, offset: int = 0, limit: int | None = None) -> str:
+        """The text of an item, from line ``offset`` (0-based), at most ``limit`` lines."""
+        ...
+
+    async def read_bytes(self, ref: str) -> bytes:
+        """The raw stored bytes of an item."""
+        ...
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        session_id: str | None = None,
+        glob: str | None = None,
+        context: int = 0,
+        max_results: int = 100,
+        time_limit: float = 5.0,
+    ) -> list[GrepMatch]:
+        """Lines of text items matching the regex ``pattern``, in path order; ``TimeoutError``
+        past ``time_limit`` seconds, ``ValueError`` for an invalid pattern."""
+        ...
+
+    async def purge(self, session_id: str) -> None:
+        """Delete everything a session stored (data still used by others is kept)."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Saves an agent's state (JSON) per session, so a session can resume elsewhere."""
+
+    async def save_state(self, session_id: str, state_json: str) -> None:
+        """Replace the session's saved state atomically."""
+        ...
+
+    async def load_state(self, session_id: str) -> str | None:
+        """The last saved state, or ``None`` if the session has none."""
         ...

@@ -1,0 +1,381 @@
+"""What every workspace backend shares: serialization, references, reading and grep.
+
+A backend only stores and fetches bytes (the ``_``-prefixed abstract methods); this class
+turns messages into JSON lines, moves inline data out of them, parses references and
+answers ``read``/``grep`` the same way for every backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Any, Self
+
+from .._exceptions import WorkspaceError
+from .._logging import logger
+from ..message import (
+    Base64Source,
+    ContentBlock,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolResultBlock,
+    ToolResultContent,
+    URLSource,
+)
+from ._grep import Searcher
+from ._names import (
+    CONTEXT_FILE,
+    ItemPath,
+    data_name,
+    encode_key,
+    glob_to_regex,
+    media_type_of,
+    parse_ref,
+)
+from ._types import GrepMatch, ItemInfo
+
+__all__ = ["BaseWorkspace"]
+
+
+class BaseWorkspace(ABC):
+    """Shared behaviour of the built-in workspaces (``Offloader``, ``DataOffloader``,
+    ``WorkspaceReader`` and ``SessionStore`` at once).
+
+    Offloaded messages are stored one ``Msg.model_dump_json()`` per line. Inline
+    (base64) data inside them is written once to ``data/<sha256>.<ext>`` (hash of the
+    decoded bytes) and replaced in the stored line by ``URLSource(url="data/<sha>.<ext>")``,
+    so lines stay small; :meth:`load_context` puts the bytes back.
+    """
+
+    _initialized = False
+
+    # -- backend primitives ------------------------------------------------------------
+
+    @abstractmethod
+    async def initialize(self) -> None:
+        """Create the store (directories, tables); idempotent."""
+
+    async def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
+        """Release connections and file handles."""
+
+    @abstractmethod
+    async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        """Append whole lines to the session's context log, atomically."""
+
+    @abstractmethod
+    async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        """Store a tool result under a fresh name; return the file name actually used."""
+
+    @abstractmethod
+    async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        """Store a data file once (deduplicated by ``name``) and link it to the session."""
+
+    @abstractmethod
+    async def _get(self, item: ItemPath) -> bytes | None:
+        """The stored bytes of an item, ``None`` if it does not exist."""
+
+    @abstractmethod
+    async def _sessions(self) -> list[str]:
+        """The ids of all sessions."""
+
+    @abstractmethod
+    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        """``(item, size, session id)`` for one session's items or all items."""
+
+    @abstractmethod
+    async def _purge(self, skey: str) -> None:
+        """Delete a session's items, state and data no other session references."""
+
+    @abstractmethod
+    async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        """Replace the session's state atomically."""
+
+    @abstractmethod
+    async def _load_state(self, skey: str) -> bytes | None:
+        """The session's state, if any."""
+
+    def _display(self, rel: str) -> str:
+        """The reference handed out for a workspace-relative path."""
+        return rel
+
+    def _resolve(self, ref: str) -> ItemPath:
+        """Parse a reference as handed out, or in its canonical relative form."""
+        return parse_ref(ref)
+
+    def _require_init(self) -> None:
+        if not self._initialized:
+            raise WorkspaceError(
+                f"{type(self).__name__} is not initialized; call `await workspace.initialize()`"
+            )
+
+    async def __aenter__(self) -> Self:
+        await self.initialize()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- Offloader -------------------------------------------------------------------------
+
+    async def offload_context(self, session_id: str, msgs: list[Msg], **kwargs: Any) -> str:
+        """Append the messages to the session's ``context.jsonl``; return its reference."""
+        self._require_init()
+        skey = encode_key(session_id, what="session_id")
+        lines = [(await self._strip_msg(skey, session_id, m)).model_dump_json() for m in msgs]
+        if lines:
+            await self._append_context(skey, session_id, "".join(f"{x}\n" for x in lines).encode())
+        return self._display(ItemPath("context", skey, CONTEXT_FILE).rel)
+
+    async def offload_tool_result(
+        self, session_id: str, tool_result: ToolResultBlock, **kwargs: Any
+    ) -> str:
+        """Store the whole text of a tool result (data blocks as references); return its
+        reference. A tool-call id stored twice gets a unique suffix, never an overwrite."""
+        self._require_init()
+        skey = encode_key(session_id, what="session_id")
+        tkey = encode_key(tool_result.id, what="tool-call id")
+        if isinstance(tool_result.output, str):
+            text = tool_result.output
+        else:
+            parts: list[str] = []
+            for block in tool_result.output:
+                if isinstance(block, TextBlock):
+                    parts.append(block.text)
+                else:
+                    ref = await self._store_data(skey, session_id, block)
+                    parts.append(
+                        f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
+                    )
+            text = "\n".join(parts)
+        name = await self._put_tool_result(skey, session_id, tkey, text.encode())
+        return self._display(ItemPath("tool_result", skey, name).rel)
+
+    async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
+        """Store one image, audio clip or file under ``data/``; return its reference.
+
+        A URL source other than a base64 ``data:`` URL is already a reference elsewhere
+        and is returned unchanged.
+        """
+        self._require_init()
+        skey = encode_key(session_id, what="session_id")
+        ref = await self._store_data(skey, session_id, data)
+        return self._display(ref) if ref.startswith("data/") else ref
+
+    async def _store_data(self, skey: str, session_id: str, block: DataBlock) -> str:
+        payload = _payload(block)
+        if payload is None:
+            assert isinstance(block.source, URLSource)
+            return block.source.url
+        name = data_name(payload, block.media_type)
+        await self._put_data(skey, session_id, name, payload)
+        return f"data/{name}"
+
+    async def _strip_msg(self, skey: str, session_id: str, msg: Msg) -> Msg:
+        if isinstance(msg.content, str) or not any(True for _ in msg.iter_data()):
+            return msg
+        blocks: list[ContentBlock] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock):
+                blocks.append(await self._strip_block(skey, session_id, block))
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+                out: list[ToolResultContent] = [
+                    await self._strip_block(skey, session_id, b) if isinstance(b, DataBlock) else b
+                    for b in block.output
+                ]
+                blocks.append(block.model_copy(update={"output": out}))
+            else:
+                blocks.append(block)
+        return msg.model_copy(update={"content": blocks})
+
+    async def _strip_block(self, skey: str, session_id: str, block: DataBlock) -> DataBlock:
+        if not isinstance(block.source, Base64Source):
+            return block
+        try:
+            ref = await self._store_data(skey, session_id, block)
+        except ValueError as exc:
+            logger.warning("keeping undecodable inline data in the context log: %s", exc)
+            return block
+        src = URLSource(url=ref, media_type=block.source.media_type)
+        return block.model_copy(update={"source": src})
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of every session with stored content or state, sorted."""
+        self._require_init()
+        return sorted(await self._sessions())
+
+    async def list_items(self, session_id: str | None = None) -> list[ItemInfo]:
+        """The items of one session (with the data files it references), or of all,
+        sorted by path."""
+        self._require_init()
+        skey = None if session_id is None else encode_key(session_id, what="session_id")
+        found = await self._items(skey)
+        infos = [
+            ItemInfo(
+                ref=self._display(item.rel),
+                path=item.rel,
+                kind=item.kind,
+                size=size,
+                session_id=sid,
+            )
+            for item, size, sid in found
+        ]
+        return sorted(infos, key=lambda i: i.path)
+
+    async def read_bytes(self, ref: str) -> bytes:
+        """The raw stored bytes of an item (a context log without a torn last line)."""
+        self._require_init()
+        item = self._resolve(ref)
+        raw = await self._get(item)
+        if raw is None:
+            raise WorkspaceError(f"no such item in the workspace: {ref!r}; list them with Glob")
+        if item.kind == "context" and raw and not raw.endswith(b"\n"):
+            raw = raw[: raw.rfind(b"\n") + 1]  # a write in flight or cut by a crash
+        return raw
+
+    async def read_lines(self, ref: str) -> list[str]:
+        """The lines of a text item; a data file reads as one line describing it."""
+        item = self._resolve(ref)
+        raw = await self.read_bytes(ref)
+        if item.kind == "data":
+            return [f"[binary data {media_type_of(item.name)}, {len(raw)} bytes]"]
+        text = raw.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return lines
+
+    async def read(self, ref: str, *, offset: int = 0, limit: int | None = None) -> str:
+        """The text of an item, from line ``offset`` (0-based), at most ``limit`` lines."""
+        lines = await self.read_lines(ref)
+        start = max(0, offset)
+        end = len(lines) if limit is None else start + max(0, limit)
+        return "\n".join(lines[start:end])
+
+    async def load_context(self, session_id: str, *, with_data: bool = True) -> list[Msg]:
+        """The offloaded messages of a session, in order; inline data is restored unless
+        ``with_data=False``. Lines that do not parse are skipped with a warning."""
+        self._require_init()
+        skey = encode_key(session_id, what="session_id")
+        raw = await self._get(ItemPath("context", skey, CONTEXT_FILE))
+        msgs: list[Msg] = []
+        for n, line in enumerate((raw or b"").split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                msg = Msg.model_validate_json(line)
+            except ValueError:
+                logger.warning("skipping unreadable line %d of %s's context log", n, session_id)
+                continue
+            msgs.append(await self._restore_msg(msg) if with_data else msg)
+        return msgs
+
+    async def _restore_msg(self, msg: Msg) -> Msg:
+        if isinstance(msg.content, str):
+            return msg
+        blocks: list[ContentBlock] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock):
+                blocks.append(await self._restore_block(block))
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+                out: list[ToolResultContent] = [
+                    await self._restore_block(b) if isinstance(b, DataBlock) else b
+                    for b in block.output
+                ]
+                blocks.append(block.model_copy(update={"output": out}))
+            else:
+                blocks.append(block)
+        return msg.model_copy(update={"content": blocks})
+
+    async def _restore_block(self, block: DataBlock) -> DataBlock:
+        src = block.source
+        if not isinstance(src, URLSource) or not src.url.startswith("data/"):
+            return block
+        try:
+            raw = await self._get(parse_ref(src.url))
+        except WorkspaceError:
+            return block
+        if raw is None:
+            return block
+        mt = src.media_type or media_type_of(src.url)
+        b64 = Base64Source(media_type=mt, data=base64.b64encode(raw).decode("ascii"))
+        return block.model_copy(update={"source": b64})
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        session_id: str | None = None,
+        glob: str | None = None,
+        context: int = 0,
+        max_results: int = 100,
+        time_limit: float = 5.0,
+    ) -> list[GrepMatch]:
+        """Lines of text items matching the regex ``pattern``, in path order.
+
+        Raises ``ValueError`` for an invalid pattern and ``TimeoutError`` when matching
+        takes longer than ``time_limit`` seconds in total.
+        """
+        searcher = Searcher(pattern, timeout=time_limit, max_results=max_results, context=context)
+        matcher = glob_to_regex(glob) if glob else None
+        for info in await self.list_items(session_id):
+            if searcher.remaining <= 0:
+                break
+            if info.kind == "data" or (matcher and not matcher.fullmatch(info.path)):
+                continue
+            try:
+                lines = await self.read_lines(info.ref)
+            except WorkspaceError:
+                continue  # purged meanwhile
+            searcher.search(info.ref, lines)
+        return searcher.matches
+
+    async def purge(self, session_id: str) -> None:
+        """Delete everything a session stored: context, tool results, state, and data
+        files no other session references."""
+        self._require_init()
+        await self._purge(encode_key(session_id, what="session_id"))
+
+    # -- session store ---------------------------------------------------------------------
+
+    async def save_state(self, session_id: str, state_json: str) -> None:
+        """Replace the session's saved state atomically (must be valid JSON)."""
+        self._require_init()
+        try:
+            json.loads(state_json)
+        except ValueError as exc:
+            raise WorkspaceError(
+                f"state of session {session_id!r} is not valid JSON: {exc}"
+            ) from exc
+        await self._save_state(
+            encode_key(session_id, what="session_id"), session_id, state_json.encode()
+        )
+
+    async def load_state(self, session_id: str) -> str | None:
+        """The last saved state, or ``None`` if the session has none."""
+        self._require_init()
+        raw = await self._load_state(encode_key(session_id, what="session_id"))
+        return None if raw is None else raw.decode("utf-8")
+
+
+def _payload(block: DataBlock) -> bytes | None:
+    """The decoded bytes of inline data (base64 source or base64 ``data:`` URL)."""
+    src = block.source
+    if isinstance(src, Base64Source):
+        return src.decode()
+    if src.url.startswith("data:") and ";base64," in src.url[:200]:
+        try:
+            return base64.b64decode(src.url.split(",", 1)[1], validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"invalid base64 in data: URL: {exc}") from exc
+    return None

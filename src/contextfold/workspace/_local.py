@@ -1,0 +1,444 @@
+"""LocalWorkspace: offloaded content as plain files under one directory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .._exceptions import UnsafePathError
+from .._logging import logger
+from ._base import BaseWorkspace
+from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+
+__all__ = ["LocalWorkspace"]
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted in the workspace must not block open(); it is rejected after.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_REFS = "data.refs"
+_STATE = "state.json"
+_ID_FILE = ".session_id"
+
+
+class LocalWorkspace(BaseWorkspace):
+    """Offloaded content under ``workdir``, in the spec's layout::
+
+        {workdir}/sessions/{session}/context.jsonl          offloaded messages, appended
+        {workdir}/sessions/{session}/tool_result-{id}.txt   one whole tool result each
+        {workdir}/data/{sha256}.{ext}                       images and audio, deduplicated
+        {workdir}/skills/                                   the agent's skill directory
+
+    ``{session}`` and ``{id}`` are encoded ids (see ``contextfold.workspace._names``), so no
+    id can name a path outside ``workdir``; every path is opened component by component
+    with ``O_NOFOLLOW``, so a symlink planted inside ``workdir`` raises ``UnsafePathError``.
+    References handed out are absolute paths; the readers accept them and the relative
+    form (``sessions/s1/context.jsonl``).
+
+    Durability and concurrency:
+
+    - ``context.jsonl``: each offload is one ``os.write`` of whole lines to an
+      ``O_APPEND`` descriptor under an exclusive ``flock`` (threads, tasks and processes
+      serialize; lines never interleave). A line cut by a crash has no newline: readers
+      ignore it and the next writer truncates it before appending.
+    - tool results and data files are written to a temporary name and published with
+      ``os.link`` (tool results: never overwrites; a taken name gets a ``~<12 hex>`` suffix)
+      or ``os.replace`` (data: a final name always holds complete content).
+    - ``fsync=True`` (default) flushes each write to disk before the call returns, so an
+      acknowledged offload survives power loss; ``fsync=False`` survives process crashes only.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self._given = os.path.abspath(workdir)
+        self._root = ""
+        self._fsync = fsync
+
+    @property
+    def workdir(self) -> Path:
+        """The workspace directory (symlinks in the given path resolved)."""
+        return Path(self._root or self._given)
+
+    @property
+    def skills_dir(self) -> Path:
+        """The agent's skill directory, ``{workdir}/skills``."""
+        return self.workdir / "skills"
+
+    async def initialize(self) -> None:
+        """Create ``workdir`` and its ``sessions``, ``data`` and ``skills`` directories."""
+        await asyncio.to_thread(self._init_sync)
+        self._initialized = True
+
+    def _init_sync(self) -> None:
+        os.makedirs(self._given, exist_ok=True)
+        self._root = os.path.realpath(self._given)
+        for sub in ("sessions", "data", "skills"):
+            os.close(self._open_dir(sub, create=True))
+
+    # -- path handling ---------------------------------------------------------------------
+
+    def _display(self, rel: str) -> str:
+        return os.path.join(self._root, rel)
+
+    def _resolve(self, ref: str) -> ItemPath:
+        if isinstance(ref, str) and ref.startswith("/"):
+            for base in (self._root, self._given):
+                if ref.startswith(base + "/"):
+                    return parse_ref(ref[len(base) + 1 :])
+            raise UnsafePathError(f"{ref!r} is outside the workspace {self._root!r}")
+        return parse_ref(ref)
+
+    def _open_dir(self, *parts: str, create: bool = False) -> int:
+        """An fd of ``root/parts...``, each component opened without following symlinks."""
+        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nfd = os.open(part, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    _raise_unsafe(exc, "/".join(parts))
+                    raise
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _session_dir(self, skey: str, session_id: str, *, create: bool) -> int:
+        sfd = self._open_dir("sessions")
+        created = False
+        try:
+            if create:
+                try:
+                    os.mkdir(skey, 0o755, dir_fd=sfd)
+                    created = True
+                except FileExistsError:
+                    pass
+            try:
+                dfd = os.open(skey, _DIR, dir_fd=sfd)
+            except OSError as exc:
+                _raise_unsafe(exc, f"sessions/{skey}")
+                raise
+        finally:
+            os.close(sfd)
+        if created and is_capped(skey):  # the id cannot be decoded from a capped name
+            _write_new(dfd, _ID_FILE, session_id.encode("utf-8", "surrogatepass"), fsync=False)
+        return dfd
+
+    def _open_file(self, dir_fd: int, name: str, flags: int, where: str) -> int:
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+        except OSError as exc:
+            _raise_unsafe(exc, where)
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafePathError(f"{where} is not a regular file; refusing to use it")
+        return fd
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        await asyncio.to_thread(self._append_sync, skey, session_id, CONTEXT_FILE, payload)
+
+    def _append_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        dfd = self._session_dir(skey, session_id, create=True)
+        try:
+            fd = self._open_file(dfd, name, _APPEND, f"sessions/{skey}/{name}")
+        finally:
+            os.close(dfd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _repair_tail(fd, f"sessions/{skey}/{name}")
+            _write_all(fd, payload)
+            if self._fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)  # releases the lock
+
+    async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
+
+    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        dfd = self._session_dir(skey, session_id, create=True)
+        try:
+            tmp = f".tmp-{uuid.uuid4().hex}"
+            _write_new(dfd, tmp, body, fsync=self._fsync)
+            try:
+                name = tool_file(tkey)
+                while True:
+                    try:
+                        os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+                        break
+                    except FileExistsError:
+                        name = tool_file(tkey, unique=True)
+            finally:
+                os.unlink(tmp, dir_fd=dfd)
+            if self._fsync:
+                os.fsync(dfd)
+            return name
+        finally:
+            os.close(dfd)
+
+    async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        await asyncio.to_thread(self._put_data_sync, skey, session_id, name, payload)
+
+    def _put_data_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        ddfd = self._open_dir("data")
+        try:
+            with _flocked(ddfd, fcntl.LOCK_SH):  # purge collects data under LOCK_EX
+                self._append_sync(skey, session_id, _REFS, f"{name}\n".encode())
+                try:
+                    st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_size == len(payload):
+                        return  # published by os.replace, so complete
+                except FileNotFoundError:
+                    pass
+                tmp = f".tmp-{uuid.uuid4().hex}"
+                _write_new(ddfd, tmp, payload, fsync=self._fsync)
+                os.replace(tmp, name, src_dir_fd=ddfd, dst_dir_fd=ddfd)
+                if self._fsync:
+                    os.fsync(ddfd)
+        finally:
+            os.close(ddfd)
+
+    async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        await asyncio.to_thread(self._save_state_sync, skey, session_id, state)
+
+    def _save_state_sync(self, skey: str, session_id: str, state: bytes) -> None:
+        dfd = self._session_dir(skey, session_id, create=True)
+        try:
+            tmp = f".tmp-{uuid.uuid4().hex}"
+            _write_new(dfd, tmp, state, fsync=self._fsync)
+            os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
+            if self._fsync:
+                os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _get(self, item: ItemPath) -> bytes | None:
+        return await asyncio.to_thread(self._get_sync, item)
+
+    def _get_sync(self, item: ItemPath) -> bytes | None:
+        parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
+        return self._read_in(parts, item.name)
+
+    def _read_in(self, parts: tuple[str, ...], name: str) -> bytes | None:
+        try:
+            dfd = self._open_dir(*parts)
+        except FileNotFoundError:
+            return None
+        try:
+            fd = self._open_file(dfd, name, _READ, "/".join((*parts, name)))
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(dfd)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
+
+    async def _load_state(self, skey: str) -> bytes | None:
+        return await asyncio.to_thread(self._read_in, ("sessions", skey), _STATE)
+
+    async def _sessions(self) -> list[str]:
+        return await asyncio.to_thread(self._sessions_sync)
+
+    def _sessions_sync(self) -> list[str]:
+        sfd = self._open_dir("sessions")
+        try:
+            keys = [
+                e.name
+                for e in os.scandir(sfd)
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            ]
+        finally:
+            os.close(sfd)
+        return [self._session_id(k) for k in keys]
+
+    def _session_id(self, skey: str) -> str:
+        if is_capped(skey):
+            try:
+                raw = self._read_in(("sessions", skey), _ID_FILE)
+            except (UnsafePathError, OSError):
+                raw = None
+            if raw:
+                return raw.decode("utf-8", "surrogatepass")
+        return decode_key(skey)
+
+    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        return await asyncio.to_thread(self._items_sync, skey)
+
+    def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        if skey is None:
+            sfd = self._open_dir("sessions")
+            try:
+                keys = [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
+            finally:
+                os.close(sfd)
+        else:
+            keys = [skey]
+        out: list[tuple[ItemPath, int, str | None]] = []
+        data_names: set[str] = set()
+        for key in keys:
+            if key.startswith("."):
+                continue
+            try:
+                dfd = self._open_dir("sessions", key)
+            except FileNotFoundError:
+                continue
+            try:
+                entries = [(e.name, e.stat(follow_symlinks=False)) for e in os.scandir(dfd)]
+                refs = self._read_in(("sessions", key), _REFS) if skey is not None else None
+            finally:
+                os.close(dfd)
+            sid = self._session_id(key)
+            for name, st in entries:
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                try:
+                    item = parse_ref(f"sessions/{key}/{name}")
+                except UnsafePathError:
+                    continue  # state, refs, temporaries
+                out.append((item, st.st_size, sid))
+            if refs:
+                data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
+        ddfd = self._open_dir("data")
+        try:
+            if skey is None:
+                data_names = {e.name for e in os.scandir(ddfd)}
+            for name in sorted(data_names):
+                try:
+                    item = parse_ref(f"data/{name}")
+                    st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
+                except (UnsafePathError, FileNotFoundError):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append((item, st.st_size, None if skey is None else self._session_id(skey)))
+        finally:
+            os.close(ddfd)
+        return out
+
+    # -- purge -----------------------------------------------------------------------------
+
+    async def _purge(self, skey: str) -> None:
+        await asyncio.to_thread(self._purge_sync, skey)
+
+    def _purge_sync(self, skey: str) -> None:
+        sfd = self._open_dir("sessions")
+        try:
+            try:
+                st = os.stat(skey, dir_fd=sfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+            if not stat.S_ISDIR(st.st_mode):
+                raise UnsafePathError(f"sessions/{skey} is not a directory; refusing to purge")
+            doomed = f".purge-{uuid.uuid4().hex}"
+            os.rename(skey, doomed, src_dir_fd=sfd, dst_dir_fd=sfd)
+            refs = self._read_in(("sessions", doomed), _REFS) or b""
+            shutil.rmtree(doomed, dir_fd=sfd)
+        finally:
+            os.close(sfd)
+        candidates = {x for x in refs.decode("ascii", "replace").split("\n") if x}
+        if candidates:
+            self._collect(candidates)
+
+    def _collect(self, candidates: set[str]) -> None:
+        """Delete the data files in ``candidates`` no remaining session references."""
+        ddfd = self._open_dir("data")
+        try:
+            with _flocked(ddfd, fcntl.LOCK_EX):
+                sfd = self._open_dir("sessions")
+                try:
+                    keys = [
+                        e.name
+                        for e in os.scandir(sfd)
+                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                    ]
+                finally:
+                    os.close(sfd)
+                for key in keys:
+                    try:
+                        raw = self._read_in(("sessions", key), _REFS)
+                    except (UnsafePathError, FileNotFoundError):
+                        continue
+                    if raw:
+                        candidates -= set(raw.decode("ascii", "replace").split("\n"))
+                for name in candidates:
+                    try:
+                        parse_ref(f"data/{name}")
+                        os.unlink(name, dir_fd=ddfd)
+                    except (UnsafePathError, FileNotFoundError):
+                        pass
+        finally:
+            os.close(ddfd)
+
+
+def _raise_unsafe(exc: OSError, where: str) -> None:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+        raise UnsafePathError(
+            f"{where} is a symlink or special file inside the workspace; refusing to follow it"
+        ) from exc
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
+    fd = os.open(name, _NEW, 0o644, dir_fd=dir_fd)
+    try:
+        _write_all(fd, payload)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _repair_tail(fd: int, where: str) -> None:
+    """Cut a last line without newline (left by a crashed writer); caller holds the lock."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    keep = 0
+    while end > 0:
+        start = max(0, end - 65536)
+        pos = os.pread(fd, end - start, start).rfind(b"\n")
+        if pos != -1:
+            keep = start + pos + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    logger.warning("cut a torn last line (%d bytes) from %s", size - keep, where)
+
+
+@contextmanager
+def _flocked(dir_fd: int, op: int) -> Iterator[None]:
+    fd = os.open(
+        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+    )
+    try:
+        fcntl.flock(fd, op)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,233 @@
+"""SQLiteWorkspace: the whole workspace in one embedded database file (WAL)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from .._exceptions import WorkspaceError
+from ._base import BaseWorkspace
+from ._names import CONTEXT_FILE, ItemPath, tool_file
+
+__all__ = ["SQLiteWorkspace"]
+
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (skey TEXT PRIMARY KEY, session_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS context_chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, skey TEXT NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS context_chunks_by_session ON context_chunks (skey, id);
+CREATE TABLE IF NOT EXISTS tool_results (
+    skey TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (skey, name));
+CREATE TABLE IF NOT EXISTS data (name TEXT PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS session_data (
+    skey TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (skey, name));
+CREATE INDEX IF NOT EXISTS session_data_by_name ON session_data (name);
+CREATE TABLE IF NOT EXISTS states (skey TEXT PRIMARY KEY, body BLOB NOT NULL);
+"""
+
+
+class SQLiteWorkspace(BaseWorkspace):
+    """The workspace in one SQLite file, for a single machine without a directory tree.
+
+    WAL mode, so readers never block the writer; every write is one ``BEGIN IMMEDIATE``
+    transaction, so several processes can share the file (they wait up to
+    ``busy_timeout`` seconds for each other). ``fsync=True`` (default) runs with
+    ``synchronous=FULL`` (an acknowledged write survives power loss); ``False`` uses
+    ``NORMAL`` (survives process crashes). The context log is stored as one row per
+    offload call (a chunk), read back concatenated in insertion order. References are
+    workspace-relative (``sessions/s1/context.jsonl``). Calls run in a worker thread.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = True, busy_timeout: float = 60.0
+    ) -> None:
+        self._path = os.fspath(path)
+        self._fsync = fsync
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    async def initialize(self) -> None:
+        """Open the file (created if missing), switch to WAL and create the tables."""
+        if self._conn is None:
+            self._conn = await asyncio.to_thread(self._connect)
+
+        def tx(c: sqlite3.Connection) -> None:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    c.execute(statement)
+
+        await self._write(tx)
+        self._initialized = True
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if self._fsync else 'NORMAL'}")
+        return conn
+
+    async def close(self) -> None:
+        """Close the connection."""
+        conn, self._conn = self._conn, None
+        self._initialized = False
+        if conn is not None:
+            await asyncio.to_thread(conn.close)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise WorkspaceError("SQLiteWorkspace is closed; call `await initialize()`")
+            try:
+                if not write:
+                    return fn(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return result
+            except sqlite3.Error as exc:
+                raise WorkspaceError(f"SQLite workspace {self._path!r} failed: {exc}") from exc
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await asyncio.to_thread(self._run, fn, write=True)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await asyncio.to_thread(self._run, fn, write=False)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        def tx(c: sqlite3.Connection) -> None:
+            _touch(c, skey, session_id)
+            c.execute("INSERT INTO context_chunks (skey, body) VALUES (?, ?)", (skey, payload))
+
+        await self._write(tx)
+
+    async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        def tx(c: sqlite3.Connection) -> str:
+            _touch(c, skey, session_id)
+            name = tool_file(tkey)
+            while True:
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO tool_results (skey, name, body) VALUES (?, ?, ?)",
+                    (skey, name, body),
+                )
+                if cur.rowcount == 1:
+                    return name
+                name = tool_file(tkey, unique=True)
+
+        return await self._write(tx)
+
+    async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        def tx(c: sqlite3.Connection) -> None:
+            _touch(c, skey, session_id)
+            c.execute("INSERT OR IGNORE INTO session_data (skey, name) VALUES (?, ?)", (skey, name))
+            c.execute("INSERT OR IGNORE INTO data (name, body) VALUES (?, ?)", (name, payload))
+
+        await self._write(tx)
+
+    async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        def tx(c: sqlite3.Connection) -> None:
+            _touch(c, skey, session_id)
+            c.execute(
+                "INSERT INTO states (skey, body) VALUES (?, ?) "
+                "ON CONFLICT (skey) DO UPDATE SET body = excluded.body",
+                (skey, state),
+            )
+
+        await self._write(tx)
+
+    async def _purge(self, skey: str) -> None:
+        def tx(c: sqlite3.Connection) -> None:
+            names = [
+                r[0] for r in c.execute("SELECT name FROM session_data WHERE skey = ?", (skey,))
+            ]
+            for table in ("sessions", "context_chunks", "tool_results", "session_data", "states"):
+                c.execute(f"DELETE FROM {table} WHERE skey = ?", (skey,))
+            c.executemany(
+                "DELETE FROM data WHERE name = ? "
+                "AND NOT EXISTS (SELECT 1 FROM session_data WHERE name = data.name)",
+                [(n,) for n in names],
+            )
+
+        await self._write(tx)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _get(self, item: ItemPath) -> bytes | None:
+        def q(c: sqlite3.Connection) -> bytes | None:
+            if item.kind == "data":
+                row = c.execute("SELECT body FROM data WHERE name = ?", (item.name,)).fetchone()
+                return None if row is None else bytes(row[0])
+            if item.kind == "tool_result":
+                row = c.execute(
+                    "SELECT body FROM tool_results WHERE skey = ? AND name = ?",
+                    (item.session_key, item.name),
+                ).fetchone()
+                return None if row is None else bytes(row[0])
+            rows = c.execute(
+                "SELECT body FROM context_chunks WHERE skey = ? ORDER BY id", (item.session_key,)
+            ).fetchall()
+            return b"".join(bytes(r[0]) for r in rows) if rows else None
+
+        return await self._read(q)
+
+    async def _load_state(self, skey: str) -> bytes | None:
+        def q(c: sqlite3.Connection) -> bytes | None:
+            row = c.execute("SELECT body FROM states WHERE skey = ?", (skey,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._read(q)
+
+    async def _sessions(self) -> list[str]:
+        return await self._read(
+            lambda c: [r[0] for r in c.execute("SELECT session_id FROM sessions")]
+        )
+
+    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        def q(c: sqlite3.Connection) -> list[tuple[ItemPath, int, str | None]]:
+            where, args = ("WHERE s.skey = ?", (skey,)) if skey is not None else ("", ())
+            out: list[tuple[ItemPath, int, str | None]] = []
+            for key, sid, size in c.execute(
+                "SELECT s.skey, s.session_id, SUM(LENGTH(x.body)) FROM sessions s "
+                f"JOIN context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey",
+                args,
+            ):
+                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), sid))
+            for key, sid, name, size in c.execute(
+                "SELECT s.skey, s.session_id, t.name, LENGTH(t.body) FROM sessions s "
+                f"JOIN tool_results t ON t.skey = s.skey {where}",
+                args,
+            ):
+                out.append((ItemPath("tool_result", key, name), int(size), sid))
+            if skey is None:
+                rows = c.execute("SELECT name, LENGTH(body), NULL FROM data").fetchall()
+            else:
+                rows = c.execute(
+                    "SELECT d.name, LENGTH(d.body), s.session_id FROM session_data r "
+                    "JOIN data d ON d.name = r.name JOIN sessions s ON s.skey = r.skey "
+                    "WHERE r.skey = ?",
+                    (skey,),
+                ).fetchall()
+            for name, size, sid in rows:
+                out.append((ItemPath("data", None, name), int(size), sid))
+            return out
+
+        return await self._read(q)
+
+
+def _touch(c: sqlite3.Connection, skey: str, session_id: str) -> None:
+    c.execute("INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)", (skey, session_id))
