@@ -1,6 +1,11 @@
 """The context engine: compression, truncation, image limit, offload calls."""
 
-from ._config import DEFAULT_COMPRESSION_PROMPT, DEFAULT_SUMMARY_TEMPLATE, ContextConfig, SummarySchema
+from ._config import (
+    DEFAULT_COMPRESSION_PROMPT,
+    DEFAULT_SUMMARY_TEMPLATE,
+    ContextConfig,
+    SummarySchema,
+)
 from ._engine import ContextEngine
 from ._events import (
     CompressionEvent,
@@ -11,10 +16,16 @@ from ._events import (
     UsageHintEvent,
 )
 from ._input import ContextUsage, ModelInput
+from ._ledger import ArtifactLedger, extract_ledger
+from ._summary import safe_format
+from ._truncate import TRUNCATION_MARKER, TRUNCATION_MARKER_WITH_REF, truncation_marker
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "TRUNCATION_MARKER",
+    "TRUNCATION_MARKER_WITH_REF",
+    "ArtifactLedger",
     "CompressionEvent",
     "ContextConfig",
     "ContextEngine",
@@ -26,4 +37,7 @@ __all__ = [
     "SummarySchema",
     "TruncationEvent",
     "UsageHintEvent",
+    "extract_ledger",
+    "safe_format",
+    "truncation_marker",
 ]

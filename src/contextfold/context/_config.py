@@ -6,7 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_COMPRESSION_PROMPT", "DEFAULT_SUMMARY_TEMPLATE", "ContextConfig", "SummarySchema"]
+__all__ = [
+    "DEFAULT_COMPRESSION_PROMPT",
+    "DEFAULT_SUMMARY_TEMPLATE",
+    "ContextConfig",
+    "SummarySchema",
+]
 
 
 class SummarySchema(BaseModel):

@@ -53,6 +53,9 @@ class ImageRemovalEvent(BaseModel):
     type: Literal["image_removal"] = "image_removal"
     images_removed: int
     offload_refs: list[str] = []
+    tokens_before: int = 0
+    """Context tokens before the removal."""
+    tokens_after: int = 0
 
 
 class UsageHintEvent(BaseModel):

@@ -495,10 +495,14 @@ def _part_to(
 def _data_to(block: DataBlock, i: int, j: int, inner: dict[str, Any]) -> dict[str, Any]:
     src = block.source
     url = src.url if isinstance(src, URLSource) else f"data:{src.media_type};base64,{src.data}"
+    split = split_data_url(url)
     kind = data_kind(block)
+    if split is not None:
+        # A data: URL carries its own media type, and that is what the provider sees.
+        major = split[0].split("/", 1)[0]
+        kind = major if major in ("image", "audio", "video") else "file"
     if kind == "image":
         return {"type": "image_url", "image_url": {**inner, "url": url}}
-    split = split_data_url(url)
     if kind == "audio":
         if split is None:
             fail(i, f"content[{j}]", "is audio by URL; OpenAI accepts audio only inline (base64)")

@@ -1,6 +1,9 @@
 """Chat models: one interface, adapters for providers and the embedded model."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._base import ChatModelBase
+from ._registry import model_from_string
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
@@ -10,11 +13,36 @@ from ._response import (
     ToolCallDelta,
 )
 from ._scripted import ScriptedModel, ScriptedReply, ScriptedRequest, text_reply, tool_reply
+from ._weights import embedded_model_path
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicChatModel
+    from ._local import LocalChatModel
+    from ._openai import OpenAIChatModel
+
+# Adapters import their provider SDK, an optional extra: load them on first use.
+_LAZY = {
+    "OpenAIChatModel": "._openai",
+    "AnthropicChatModel": "._anthropic",
+    "LocalChatModel": "._local",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
+    "AnthropicChatModel",
     "ChatModelBase",
     "ChatResponse",
+    "LocalChatModel",
     "ModelStreamEvent",
+    "OpenAIChatModel",
     "ResponseCompleted",
     "ScriptedModel",
     "ScriptedReply",
@@ -22,6 +50,8 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
+    "embedded_model_path",
+    "model_from_string",
     "text_reply",
     "tool_reply",
 ]

@@ -1,0 +1,348 @@
+"""AnthropicChatModel: the Anthropic Messages API through the official SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import (
+    AuthenticationError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelError,
+    ModelTimeoutError,
+    RateLimitError,
+    ServerError,
+)
+from ..message import (
+    ContentBlock,
+    Msg,
+    ToolCallBlock,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+    from_anthropic_message,
+    to_anthropic_request,
+    to_anthropic_tool_choice,
+    to_anthropic_tools,
+)
+from ._base import ChatModelBase
+from ._http_errors import error_for_status, redact, transport_errors
+from ._response import (
+    ChatResponse,
+    ModelStreamEvent,
+    ResponseCompleted,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
+
+try:
+    import anthropic
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError("anthropic", extra="anthropic") from exc
+
+if TYPE_CHECKING:
+    from ..token import TokenCounter
+
+__all__ = ["AnthropicChatModel"]
+
+CLAUDE_CONTEXT_SIZE = 200_000
+_STOP_REASONS = {"stop_sequence": "end_turn"}
+# Errors sent as an SSE ``error`` event arrive with HTTP 200; their type says what failed.
+_STREAM_ERROR_TYPES: dict[str, type[ModelError]] = {
+    "overloaded_error": ServerError,
+    "api_error": ServerError,
+    "rate_limit_error": RateLimitError,
+}
+
+
+def default_max_tokens(model_name: str) -> int:
+    """A sensible output budget: Claude 3 (not 3.5/3.7) models cap output at 4096."""
+    if model_name.startswith("claude-3-") and not model_name.startswith(
+        ("claude-3-5", "claude-3-7")
+    ):
+        return 4096
+    return 8192
+
+
+class AnthropicChatModel(ChatModelBase):
+    """A Claude model behind the Anthropic Messages API.
+
+    Thinking blocks keep their signatures, so multi-turn tool use with extended thinking
+    works; enable thinking with ``thinking={"type": "enabled", "budget_tokens": N}``.
+    Extra keyword arguments are sent with every request. ``max_tokens`` (required by the
+    API) defaults to the model's usual output limit.
+
+    Usage is normalised so that ``input_tokens`` is the whole prompt: Anthropic's
+    uncached input plus cache reads and cache writes.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_size: int | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = 600.0,
+        http_client: Any = None,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        token_counter: TokenCounter | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            model_name,
+            context_size=context_size or CLAUDE_CONTEXT_SIZE,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            token_counter=token_counter,
+        )
+        if client is None:
+            api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if not api_key:
+                raise AuthenticationError(
+                    "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY"
+                )
+            # The base class retries; SDK retries would multiply the attempts.
+            client = anthropic.AsyncAnthropic(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        self._client = client
+        self._secret: str | None = client.api_key
+        self.max_tokens = max_tokens or default_max_tokens(model_name)
+        self.temperature = temperature
+        self.extra_params = kwargs
+
+    def __repr__(self) -> str:
+        return f"AnthropicChatModel({self.model_name!r})"
+
+    def _params(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
+    ) -> dict[str, Any]:
+        system, wire = to_anthropic_request(messages)
+        params: dict[str, Any] = {
+            "model": self.model_name,
+            "max_tokens": self.max_tokens,
+            "messages": wire,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = to_anthropic_tools(tools)
+            if tool_choice is not None:
+                params["tool_choice"] = _tool_choice(tool_choice, tools)
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        params.update(self.extra_params)
+        return params
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        params = self._params(messages, tools, tool_choice)
+        with self._errors():
+            message = await self._client.messages.create(**params)
+        return _response(message.model_dump(mode="json", exclude_none=True), bad_inputs={})
+
+    async def _stream(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        params = self._params(messages, tools, tool_choice)
+        params["stream"] = True
+        draft = _StreamDraft()
+        with self._errors():
+            stream = await self._client.messages.create(**params)
+            async with stream:
+                async for event in stream:
+                    for out in draft.feed(event.model_dump(mode="json", exclude_none=True)):
+                        yield out
+        if not draft.stopped:
+            raise ModelConnectionError(
+                f"{self.model_name}: the stream ended before the answer was complete"
+            )
+        yield ResponseCompleted(response=draft.response())
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Convert SDK and transport errors into contextfold exceptions."""
+        timeouts, transport = transport_errors()
+        where = f"Anthropic model {self.model_name!r}"
+        try:
+            yield
+        except anthropic.APITimeoutError as exc:
+            raise ModelTimeoutError(f"{where}: request timed out") from exc
+        except anthropic.APIConnectionError as exc:
+            raise ModelConnectionError(
+                f"{where}: connection failed: {redact(str(exc), self._secret)}"
+            ) from _cause(exc, self._secret)
+        except anthropic.APIStatusError as exc:
+            detail, kind = _error_detail(exc.body, exc.message)
+            message = redact(f"{where}: HTTP {exc.status_code} {kind}: {detail}", self._secret)
+            if exc.status_code < 400:  # an error event inside a 200 stream
+                error: ModelError = _STREAM_ERROR_TYPES.get(kind, ModelError)(message)
+            else:
+                error = error_for_status(
+                    exc.status_code, message, headers=exc.response.headers, code=kind
+                )
+            raise error from _cause(exc, self._secret)
+        except anthropic.APIError as exc:
+            raise ModelError(redact(f"{where}: {exc.message}", self._secret)) from _cause(
+                exc, self._secret
+            )
+        except timeouts as exc:
+            raise ModelTimeoutError(f"{where}: timed out reading the response") from exc
+        except transport as exc:
+            raise ModelConnectionError(
+                f"{where}: the connection failed mid-response ({type(exc).__name__})"
+            ) from exc
+
+
+def _error_detail(body: object, fallback: str) -> tuple[str, str]:
+    """(message, error type) from an error body ``{"type": "error", "error": {...}}``."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return fallback, ""
+    return str(error.get("message") or fallback), str(error.get("type") or "")
+
+
+def _cause(exc: BaseException, secret: str | None) -> BaseException | None:
+    """Chain the SDK error unless its text would leak the key."""
+    return None if secret and secret in str(exc) else exc
+
+
+def _tool_choice(choice: ToolChoice, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
+        raise ValueError(
+            f"tool_choice {choice!r} is not one of the tools offered: "
+            f"{sorted(t.name for t in tools)}"
+        )
+    return to_anthropic_tool_choice(choice)
+
+
+def _usage(data: dict[str, Any] | None) -> Usage | None:
+    if not data:
+        return None
+    cache_read = data.get("cache_read_input_tokens") or 0
+    cache_write = data.get("cache_creation_input_tokens") or 0
+    return Usage(
+        input_tokens=(data.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=data.get("output_tokens") or 0,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def _response(message: dict[str, Any], *, bad_inputs: dict[str, tuple[str, str]]) -> ChatResponse:
+    """A ChatResponse from a Messages API message in wire format.
+
+    ``bad_inputs`` maps tool-use ids whose streamed JSON did not parse to (raw, error).
+    """
+    content: list[ContentBlock] = from_anthropic_message(message).blocks()
+    for i, block in enumerate(content):
+        if isinstance(block, ToolCallBlock) and block.id in bad_inputs:
+            raw, error = bad_inputs[block.id]
+            content[i] = block.model_copy(
+                update={"input": {}, "raw_input": raw, "input_error": error}
+            )
+    stop = message.get("stop_reason")
+    return ChatResponse(
+        content=content,
+        usage=_usage(message.get("usage")),
+        stop_reason=_STOP_REASONS.get(stop or "", stop),
+        model=message.get("model"),
+    )
+
+
+class _StreamDraft:
+    """Rebuilds the wire-format message from stream events, yielding deltas on the way."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {"role": "assistant", "content": []}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json_parts: dict[int, list[str]] = {}
+        self.tool_slots: dict[int, int] = {}
+        self.bad_inputs: dict[str, tuple[str, str]] = {}
+        self.stopped = False
+
+    def feed(self, event: dict[str, Any]) -> Iterator[ModelStreamEvent]:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.message.update(event["message"])
+            self.message["content"] = []
+        elif kind == "content_block_start":
+            index, block = event["index"], dict(event["content_block"])
+            self.blocks[index] = block
+            if block.get("type") == "tool_use":
+                self.json_parts[index] = []
+                self.tool_slots[index] = len(self.tool_slots)
+                yield ToolCallDelta(
+                    index=self.tool_slots[index], id=block.get("id"), name=block.get("name")
+                )
+        elif kind == "content_block_delta":
+            yield from self._delta(event["index"], event["delta"])
+        elif kind == "content_block_stop":
+            self._close(event["index"])
+        elif kind == "message_delta":
+            self.message.update(event.get("delta") or {})
+            # message_delta usage is cumulative; it completes message_start's.
+            usage = dict(self.message.get("usage") or {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            self.message["usage"] = usage
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> Iterator[ModelStreamEvent]:
+        block = self.blocks[index]
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            yield TextDelta(text=delta["text"])
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            yield ThinkingDelta(thinking=delta["thinking"])
+        elif kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
+        elif kind == "input_json_delta":
+            self.json_parts[index].append(delta["partial_json"])
+            yield ToolCallDelta(index=self.tool_slots[index], arguments=delta["partial_json"])
+
+    def _close(self, index: int) -> None:
+        block = self.blocks[index]
+        if block.get("type") == "tool_use":
+            raw = "".join(self.json_parts[index])
+            try:
+                value = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError as exc:
+                value = None
+                error = f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+            else:
+                error = f"arguments are a JSON {type(value).__name__}, not an object"
+            if isinstance(value, dict):
+                block["input"] = value
+            else:
+                block["input"] = {}
+                self.bad_inputs[block["id"]] = (raw, error)
+        self.message["content"].append(block)
+
+    def response(self) -> ChatResponse:
+        return _response(self.message, bad_inputs=self.bad_inputs)

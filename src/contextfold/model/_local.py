@@ -1,0 +1,425 @@
+"""LocalChatModel: the embedded model, in-process through llama.cpp."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from .._exceptions import (
+    ContextWindowExceededError,
+    MissingDependencyError,
+    ModelError,
+    StructuredOutputError,
+)
+from .._logging import logger
+from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
+from ..token._llama import LlamaTokenCounter, forced_tool, tools_shown
+from ._base import ChatModelBase
+from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
+from ._weights import embedded_model_path
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+__all__ = ["LocalChatModel"]
+
+_STOP = ["<|im_end|>"]
+_SUPPORTED_FORMATS = ("chatml-function-calling",)
+_DEFAULT_STRUCTURED_DESCRIPTION = "Return the result as the arguments of this tool."
+
+Emit = Callable[[ModelStreamEvent], None]
+
+
+@dataclass
+class _Completion:
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+
+@dataclass
+class _Turn:
+    """What one request produced, before it becomes a ChatResponse."""
+
+    content: list[ContentBlock] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stop_reason: str | None = None
+
+
+class LocalChatModel(ChatModelBase):
+    """The embedded model (SmolLM2-135M-Instruct by default) run in-process by llama.cpp.
+
+    Weights are loaded lazily on the first call and kept; calls run in a worker thread,
+    one at a time (a llama.cpp context is not thread safe). Tool calls follow the
+    ``chatml-function-calling`` protocol with grammar-constrained arguments, so forced
+    calls always parse; with ``tool_choice="auto"`` the model first picks between a
+    message and one tool (one call per turn). The prompt starts with the tool list and
+    the system prompt and never varies there, so llama.cpp reuses its KV cache for the
+    shared prefix of consecutive calls.
+
+    ``context_size`` is llama.cpp's ``n_ctx`` (default 8192, SmolLM2's trained window).
+    Requires the ``local`` extra.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        context_size: int | None = None,
+        n_threads: int | None = None,
+        chat_format: str = "chatml-function-calling",
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        seed: int | None = 0,
+        **kwargs: Any,
+    ) -> None:
+        if chat_format not in _SUPPORTED_FORMATS:
+            raise ValueError(
+                f"chat_format {chat_format!r} is not supported; use one of {_SUPPORTED_FORMATS}"
+            )
+        path = Path(model_path) if model_path is not None else embedded_model_path()
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF model file not found: {path}")
+        counter = LlamaTokenCounter(path, framing="local")
+        kwargs.setdefault("max_retries", 0)  # local failures are not transient
+        super().__init__(
+            f"local/{path.stem}",
+            context_size=context_size or 8192,
+            token_counter=counter,
+            **kwargs,
+        )
+        self.model_path = path
+        self.n_threads = n_threads
+        self.chat_format = chat_format
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self._counter = counter
+        self._llama: Llama | None = None
+        self._lock = threading.Lock()
+        self._grammars: dict[str, LlamaGrammar] = {}
+
+    @property
+    def token_counter(self) -> LlamaTokenCounter:
+        """The embedded model's exact counter for the prompts this class sends."""
+        return self._counter
+
+    # -- llama.cpp, always called with self._lock held, in a worker thread ------------
+
+    def _load(self) -> Llama:
+        if self._llama is None:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise MissingDependencyError("llama-cpp-python", "local") from exc
+            logger.info("loading %s (n_ctx=%d)", self.model_path, self.context_size)
+            try:
+                self._llama = Llama(
+                    str(self.model_path),
+                    n_ctx=self.context_size,
+                    n_threads=self.n_threads,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise ModelError(f"could not load {self.model_path}: {exc}") from exc
+        return self._llama
+
+    def _grammar(self, key: str, build: Callable[[], LlamaGrammar]) -> LlamaGrammar:
+        if key not in self._grammars:
+            self._grammars[key] = build()
+        return self._grammars[key]
+
+    def _schema_grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
+        from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+        text = json.dumps(schema, sort_keys=True)
+
+        def build() -> LlamaGrammar:
+            try:
+                return LlamaGrammar.from_json_schema(text, verbose=False)
+            except Exception as exc:  # llama.cpp cannot express every schema as a grammar
+                logger.info("schema not expressible as a grammar (%s); using plain JSON", exc)
+                return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+
+        return self._grammar("schema:" + text, build)
+
+    def _choice_grammar(self, tools: Sequence[ToolSpec], *, allow_message: bool) -> LlamaGrammar:
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        options = [json.dumps(f"functions.{t.name}:") for t in tools]
+        if allow_message:
+            options.append(json.dumps("message:"))
+        rule = "root ::= " + " | ".join(options)
+        return self._grammar(rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+
+    def _complete(
+        self,
+        prompt: str,
+        *,
+        grammar: LlamaGrammar | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> _Completion:
+        llama = self._load()
+        n_prompt = len(llama.tokenize(prompt.encode(), add_bos=True, special=True))
+        if n_prompt >= self.context_size:
+            raise ContextWindowExceededError(
+                f"{self.model_name}: the prompt is {n_prompt} tokens but the context window "
+                f"is {self.context_size}; compress the context or raise context_size"
+            )
+        params: dict[str, Any] = {
+            "prompt": prompt,
+            "max_tokens": max_tokens or self.max_tokens,
+            "temperature": self.temperature if temperature is None else temperature,
+            "repeat_penalty": 1.1,
+            "stop": _STOP,
+            "grammar": grammar,
+            "seed": self.seed,
+        }
+        try:
+            if on_text is None:
+                result: Any = llama.create_completion(**params)
+                choice = result["choices"][0]
+                return _Completion(
+                    text=choice["text"],
+                    prompt_tokens=result["usage"]["prompt_tokens"],
+                    completion_tokens=result["usage"]["completion_tokens"],
+                    finish_reason=choice["finish_reason"],
+                )
+            done = _Completion(prompt_tokens=n_prompt)
+            chunks: Iterator[Any] = llama.create_completion(stream=True, **params)  # type: ignore[assignment]
+            for chunk in chunks:
+                piece = chunk["choices"][0]
+                if piece["text"]:
+                    done.text += piece["text"]
+                    on_text(piece["text"])
+                done.finish_reason = piece["finish_reason"] or done.finish_reason
+            # Streaming reports no usage; the tokenizer is the model's own.
+            done.completion_tokens = len(llama.tokenize(done.text.encode(), add_bos=False))
+            return done
+        except ValueError as exc:
+            if "exceed context window" in str(exc):
+                raise ContextWindowExceededError(f"{self.model_name}: {exc}") from exc
+            raise ModelError(f"{self.model_name}: {exc}") from exc
+        except RuntimeError as exc:
+            raise ModelError(f"{self.model_name}: llama.cpp failed: {exc}") from exc
+
+    def _run(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+        emit: Emit | None,
+    ) -> _Turn:
+        names = {t.name for t in tools}
+        if tool_choice not in (None, "auto", "none", "required") and tool_choice not in names:
+            raise ValueError(f"tool_choice {tool_choice!r} names no offered tool: {sorted(names)}")
+        if tool_choice == "required" and not tools:
+            raise ValueError("tool_choice='required' needs at least one tool")
+        prompt = self._counter.render_prompt(messages, tools, tool_choice)
+        on_text = None if emit is None else (lambda t: emit(TextDelta(text=t)))
+        with self._lock:
+            if not tools_shown(tools, tool_choice):
+                done = self._complete(prompt, on_text=on_text)
+                return _text_turn(done, done.prompt_tokens, 0)
+            forced = forced_tool(tools, tool_choice)
+            if forced is not None:
+                return self._call(prompt, _by_name(tools, forced), emit, prompt_tokens=None)
+            # Like chatml-function-calling: first a constrained choice, then its body.
+            choice = self._complete(
+                prompt,
+                grammar=self._choice_grammar(tools, allow_message=tool_choice != "required"),
+                max_tokens=64,
+                temperature=0.0,
+            )
+            picked = choice.text.strip().removesuffix(":")
+            if picked.startswith("functions."):
+                turn = self._call(
+                    prompt + f"{picked}:\n",
+                    _by_name(tools, picked.removeprefix("functions.")),
+                    emit,
+                    prompt_tokens=choice.prompt_tokens,
+                )
+            else:
+                done = self._complete(prompt + "message:\n", on_text=on_text)
+                turn = _text_turn(done, choice.prompt_tokens, 0)
+            turn.completion_tokens += choice.completion_tokens
+            return turn
+
+    def _call(
+        self, prompt: str, tool: ToolSpec, emit: Emit | None, *, prompt_tokens: int | None
+    ) -> _Turn:
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+        on_text: Callable[[str], None] | None = None
+        if emit is not None:
+            emit(ToolCallDelta(index=0, id=call_id, name=tool.name))
+            on_text = lambda t: emit(ToolCallDelta(index=0, arguments=t))  # noqa: E731
+        done = self._complete(
+            prompt, grammar=self._schema_grammar(tool.parameters), on_text=on_text
+        )
+        block = _call_block(call_id, tool.name, done.text)
+        stop = "max_tokens" if done.finish_reason == "length" else "tool_use"
+        return _Turn(
+            content=[block],
+            # The forced "functions.<name>:" prefix is prompt for llama.cpp; for a call the
+            # model chose, the request's prompt is what it saw before choosing.
+            prompt_tokens=done.prompt_tokens if prompt_tokens is None else prompt_tokens,
+            completion_tokens=done.completion_tokens,
+            stop_reason=stop,
+        )
+
+    # -- the async interface ---------------------------------------------------------
+
+    def _response(self, turn: _Turn) -> ChatResponse:
+        return ChatResponse(
+            content=turn.content,
+            usage=Usage(input_tokens=turn.prompt_tokens, output_tokens=turn.completion_tokens),
+            stop_reason=turn.stop_reason,
+            model=self.model_name,
+        )
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        turn = await asyncio.to_thread(self._run, messages, tools, tool_choice, None)
+        return self._response(turn)
+
+    async def _stream(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[ModelStreamEvent | None] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def emit(event: ModelStreamEvent) -> None:
+            if cancelled.is_set():
+                raise _StreamCancelled
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        def work() -> _Turn | None:
+            try:
+                return self._run(messages, tools, tool_choice, emit)
+            except _StreamCancelled:
+                return None
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        task = asyncio.ensure_future(asyncio.to_thread(work))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            turn = await task
+        except BaseException:
+            cancelled.set()  # the worker stops at its next token and releases the lock
+            raise
+        if turn is not None:
+            yield ResponseCompleted(response=self._response(turn))
+
+    async def structured(
+        self,
+        messages: Sequence[Msg],
+        schema: dict[str, Any],
+        *,
+        name: str = "structured_output",
+        description: str = _DEFAULT_STRUCTURED_DESCRIPTION,
+        max_attempts: int = 3,
+    ) -> dict[str, Any]:
+        """Output matching ``schema``, decoded under a grammar built from the schema.
+
+        The schema is shown to the model at the end of the prompt (the prefix stays
+        cached); the result is still validated, and invalid output is fed back and retried
+        up to ``max_attempts`` times in all before :class:`StructuredOutputError`.
+        """
+        validator = jsonschema.Draft202012Validator(schema)
+        # The tiny model copes best with the bare schema; a custom description goes first.
+        lead = "" if description == _DEFAULT_STRUCTURED_DESCRIPTION else description + "\n"
+        instruction = (
+            f"{lead}Reply with only a JSON object matching this JSON schema:\n"
+            + json.dumps(schema, ensure_ascii=False)
+        )
+        history = [*messages, Msg("system", instruction, "system")]
+        problem = "no attempt made"
+        for attempt in range(1, max_attempts + 1):
+            prompt = self._counter.render_prompt(history)
+            done = await asyncio.to_thread(self._locked_json, prompt, schema)
+            try:
+                candidate = json.loads(done.text)
+            except json.JSONDecodeError as exc:
+                problem = f"not valid JSON ({exc}); the answer may have hit max_tokens"
+            else:
+                errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
+                if not errors:
+                    return dict(candidate)
+                problem = "; ".join(
+                    f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5]
+                )
+            logger.info(
+                "structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem
+            )
+            history = [
+                *history,
+                Msg(self.model_name, done.text, "assistant"),
+                Msg("system", f"That output was invalid ({problem}). Try again.", "user"),
+            ]
+        raise StructuredOutputError(
+            f"{self.model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
+        )
+
+    def _locked_json(self, prompt: str, schema: dict[str, Any]) -> _Completion:
+        with self._lock:
+            return self._complete(prompt, grammar=self._schema_grammar(schema))
+
+
+class _StreamCancelled(Exception):
+    """Raised inside the worker when the consumer of a stream went away."""
+
+
+def _by_name(tools: Sequence[ToolSpec], name: str) -> ToolSpec:
+    for tool in tools:
+        if tool.name == name:
+            return tool
+    raise ModelError(f"the model chose an unknown tool {name!r}")
+
+
+def _text_turn(done: _Completion, prompt_tokens: int, extra: int) -> _Turn:
+    stop = "max_tokens" if done.finish_reason == "length" else "end_turn"
+    content: list[ContentBlock] = [TextBlock(text=done.text.strip())] if done.text.strip() else []
+    return _Turn(content, prompt_tokens, done.completion_tokens + extra, stop)
+
+
+def _call_block(call_id: str, name: str, text: str) -> ToolCallBlock:
+    """A call with its parsed arguments, or with ``input_error`` when they are not an object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ToolCallBlock(
+            id=call_id, name=name, raw_input=text, input_error=f"arguments are not JSON: {exc}"
+        )
+    if not isinstance(value, dict):
+        return ToolCallBlock(
+            id=call_id,
+            name=name,
+            raw_input=text,
+            input_error=f"arguments are a JSON {type(value).__name__}, not an object",
+        )
+    return ToolCallBlock(id=call_id, name=name, input=value, raw_input=text)

@@ -1,0 +1,349 @@
+"""OpenAIChatModel: the Chat Completions API, for OpenAI and any compatible server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import (
+    AuthenticationError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelError,
+    ModelTimeoutError,
+)
+from ..message import (
+    Msg,
+    TextBlock,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+    from_openai_message,
+    to_openai_messages,
+    to_openai_tool_choice,
+    to_openai_tools,
+)
+from ._base import ChatModelBase
+from ._http_errors import error_for_status, redact, transport_errors
+from ._response import (
+    ChatResponse,
+    ModelStreamEvent,
+    ResponseCompleted,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError("openai", extra="openai") from exc
+
+if TYPE_CHECKING:
+    from ..token import TokenCounter
+
+__all__ = ["OPENAI_CONTEXT_SIZES", "OpenAIChatModel"]
+
+OPENAI_CONTEXT_SIZES: dict[str, int] = {
+    "gpt-5": 400_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "chatgpt-4o": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4-1106": 128_000,
+    "gpt-4-0125": 128_000,
+    "gpt-4-32k": 32_768,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "o1-mini": 128_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+}
+"""Context windows of OpenAI models, matched by the longest name prefix."""
+
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+def known_context_size(model_name: str) -> int | None:
+    """The context window of a known OpenAI model, by longest matching prefix."""
+    matches = [p for p in OPENAI_CONTEXT_SIZES if model_name.startswith(p)]
+    return OPENAI_CONTEXT_SIZES[max(matches, key=len)] if matches else None
+
+
+class OpenAIChatModel(ChatModelBase):
+    """A model behind the OpenAI Chat Completions API.
+
+    Works with OpenAI itself and with any compatible server (llama.cpp, vLLM, Ollama, ...)
+    through ``base_url``. ``context_size`` is required for models not in
+    :data:`OPENAI_CONTEXT_SIZES`. Extra keyword arguments (``top_p``, ``seed``,
+    ``extra_body``, ...) are sent with every request.
+
+    Usage is normalised so that ``input_tokens`` is the whole prompt, cached part included.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_size: int | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = 600.0,
+        http_client: Any = None,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        token_counter: TokenCounter | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if context_size is None:
+            context_size = known_context_size(model_name)
+            if context_size is None:
+                raise ValueError(
+                    f"unknown context window for model {model_name!r}: pass "
+                    "context_size=<tokens> (e.g. the server's --n_ctx)"
+                )
+        super().__init__(
+            model_name,
+            context_size=context_size,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            token_counter=token_counter,
+        )
+        if client is None:
+            api_key = api_key or os.environ.get("OPENAI_API_KEY")
+            if not api_key:
+                if base_url is None:
+                    raise AuthenticationError(
+                        "no OpenAI API key: pass api_key= or set OPENAI_API_KEY"
+                    )
+                api_key = "no-key"  # local OpenAI-compatible servers ignore it
+            # The base class retries; SDK retries would multiply the attempts.
+            client = openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        self._client = client
+        self._secret: str | None = client.api_key
+        self._official = base_url is None and "api.openai.com" in str(client.base_url)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.extra_params = kwargs
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
+
+    def _params(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
+    ) -> dict[str, Any]:
+        wire = to_openai_messages(messages)
+        if not self._official:
+            # Some compatible servers (llama-cpp-python) reject the ``content: null`` of
+            # an assistant turn that only calls tools.
+            wire = [m | {"content": ""} if m.get("content", "") is None else m for m in wire]
+        params: dict[str, Any] = {"model": self.model_name, "messages": wire}
+        if tools:
+            params["tools"] = to_openai_tools(tools)
+            if tool_choice is not None:
+                params["tool_choice"] = _tool_choice(tool_choice, tools)
+        if self.max_tokens is not None:
+            # OpenAI's reasoning models only accept the newer name; compatible servers
+            # generally only know the older one.
+            key = "max_completion_tokens" if self._official else "max_tokens"
+            params[key] = self.max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        params.update(self.extra_params)
+        return params
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        params = self._params(messages, tools, tool_choice)
+        with self._errors():
+            completion = await self._client.chat.completions.create(**params)
+        data = completion.model_dump()
+        draft = _Draft(model=data.get("model"), usage=_usage(data.get("usage")))
+        if data.get("choices"):
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            draft.reasoning = message.get("reasoning_content") or ""
+            draft.text = message.get("content") or message.get("refusal") or ""
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                draft.calls.append(
+                    [call.get("id") or "", function.get("name") or "", function.get("arguments")]
+                )
+            draft.finish_reason = choice.get("finish_reason")
+        return draft.response()
+
+    async def _stream(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        params = self._params(messages, tools, tool_choice)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        draft = _Draft()
+        with self._errors():
+            stream = await self._client.chat.completions.create(**params)
+            async with stream:
+                async for chunk in stream:
+                    data = chunk.model_dump()
+                    draft.model = draft.model or data.get("model")
+                    if data.get("usage"):
+                        draft.usage = _usage(data["usage"])
+                    for choice in data.get("choices") or []:
+                        if choice.get("index", 0) != 0:
+                            continue
+                        for event in draft.feed(choice):
+                            yield event
+        if draft.finish_reason is None:
+            raise ModelConnectionError(
+                f"{self.model_name}: the stream ended before the answer was complete"
+            )
+        yield ResponseCompleted(response=draft.response())
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Convert SDK and transport errors into contextfold exceptions."""
+        timeouts, transport = transport_errors()
+        where = f"OpenAI-compatible model {self.model_name!r} at {self._client.base_url}"
+        try:
+            yield
+        except openai.APITimeoutError as exc:
+            raise ModelTimeoutError(f"{where}: request timed out") from exc
+        except openai.APIConnectionError as exc:
+            raise ModelConnectionError(
+                f"{where}: connection failed: {redact(str(exc), self._secret)}"
+            ) from _cause(exc, self._secret)
+        except openai.APIStatusError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = str(body.get("message") or exc.message)
+            code = str(body.get("code") or body.get("type") or "") or None
+            message = redact(f"{where}: HTTP {exc.status_code}: {detail}", self._secret)
+            raise error_for_status(
+                exc.status_code, message, headers=exc.response.headers, code=code
+            ) from _cause(exc, self._secret)
+        except openai.APIError as exc:  # e.g. an error event inside a stream
+            raise ModelError(redact(f"{where}: {exc.message}", self._secret)) from _cause(
+                exc, self._secret
+            )
+        except timeouts as exc:
+            raise ModelTimeoutError(f"{where}: timed out reading the response") from exc
+        except transport as exc:
+            raise ModelConnectionError(
+                f"{where}: the connection failed mid-response ({type(exc).__name__})"
+            ) from exc
+
+
+def _cause(exc: BaseException, secret: str | None) -> BaseException | None:
+    """Chain the SDK error unless its text would leak the key."""
+    return None if secret and secret in str(exc) else exc
+
+
+def _tool_choice(choice: ToolChoice, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:
+    if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
+        raise ValueError(
+            f"tool_choice {choice!r} is not one of the tools offered: "
+            f"{sorted(t.name for t in tools)}"
+        )
+    return to_openai_tool_choice(choice)
+
+
+def _usage(data: dict[str, Any] | None) -> Usage | None:
+    if not data:
+        return None
+    details = data.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=data.get("prompt_tokens") or 0,
+        output_tokens=data.get("completion_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
+    )
+
+
+@dataclass
+class _Draft:
+    """An answer being assembled, from a whole completion or from stream chunks."""
+
+    model: str | None = None
+    usage: Usage | None = None
+    text: str = ""
+    reasoning: str = ""
+    calls: list[list[Any]] = field(default_factory=list)  # [id, name, arguments]
+    finish_reason: str | None = None
+    _call_slots: dict[int, int] = field(default_factory=dict)
+
+    def feed(self, choice: dict[str, Any]) -> Iterator[ModelStreamEvent]:
+        delta = choice.get("delta") or {}
+        if reasoning := delta.get("reasoning_content"):
+            self.reasoning += reasoning
+            yield ThinkingDelta(thinking=reasoning)
+        if text := delta.get("content") or delta.get("refusal"):
+            self.text += text
+            yield TextDelta(text=text)
+        for part in delta.get("tool_calls") or []:
+            index = part.get("index", len(self._call_slots))
+            if index not in self._call_slots:
+                self._call_slots[index] = len(self.calls)
+                self.calls.append(["", "", ""])
+            slot = self.calls[self._call_slots[index]]
+            function = part.get("function") or {}
+            slot[0] = slot[0] or part.get("id") or ""
+            slot[1] = slot[1] or function.get("name") or ""
+            slot[2] += function.get("arguments") or ""
+            yield ToolCallDelta(
+                index=self._call_slots[index],
+                id=part.get("id"),
+                name=function.get("name"),
+                arguments=function.get("arguments") or "",
+            )
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def response(self) -> ChatResponse:
+        """The answer, parsed by the same converter that reads stored OpenAI messages."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id or f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments or ""},
+                }
+                for call_id, name, arguments in self.calls
+            ]
+        content = [
+            b
+            for b in from_openai_message(message).blocks()
+            if not (isinstance(b, TextBlock) and not b.text)
+        ]
+        stop = _STOP_REASONS.get(self.finish_reason or "", self.finish_reason)
+        # A forced call ends with finish_reason "stop"; it is still a tool-use turn.
+        if stop == "end_turn" and self.calls:
+            stop = "tool_use"
+        return ChatResponse(content=content, usage=self.usage, stop_reason=stop, model=self.model)

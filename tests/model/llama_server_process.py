@@ -1,0 +1,74 @@
+"""Run llama.cpp's OpenAI-compatible server on loopback with the embedded model."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LLAMA_CONTEXT = 4096
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/models", timeout=1) as response:
+            return bool(json.load(response).get("data"))
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+class ServerFailed(RuntimeError):
+    """The server exited or did not answer in time; the message holds its log."""
+
+
+@contextmanager
+def llama_server_process(gguf: Path, log: Path, *, startup_timeout: float = 120) -> Iterator[str]:
+    """Start ``python -m llama_cpp.server``; yield its base URL; stop it on exit."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(gguf),
+        "--chat_format", "chatml-function-calling",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_ctx", str(LLAMA_CONTEXT),
+        "--verbose", "False",
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_PROXY": "*"}
+        )
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not _ready(url):
+            if process.poll() is not None:
+                raise ServerFailed(
+                    f"llama.cpp server exited ({process.returncode}):\n{log.read_text()}"
+                )
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"llama.cpp server did not start in time:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
