@@ -159,8 +159,10 @@ class OpenAIChatModel(ChatModelBase):
         params: dict[str, Any] = {"model": self.model_name, "messages": wire}
         if tools:
             params["tools"] = to_openai_tools(tools)
-            if tool_choice is not None:
-                params["tool_choice"] = _tool_choice(tool_choice, tools)
+            # "auto" is OpenAI's default with tools; sent explicitly because some
+            # compatible servers (llama-cpp-python) leave the tools out of the prompt
+            # without it, so the model could not call them and the count would be off.
+            params["tool_choice"] = _tool_choice(tool_choice or "auto", tools)
         if self.max_tokens is not None:
             # OpenAI's reasoning models only accept the newer name; compatible servers
             # generally only know the older one.

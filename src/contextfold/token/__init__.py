@@ -5,6 +5,8 @@ and offline; Claude is estimated high and corrected by reported usage
 (:class:`CalibratedCounter`); the embedded model counts with its own tokenizer.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._anthropic import AnthropicEstimator, CalibratedCounter
 from ._images import (
     anthropic_image_tokens,
@@ -18,10 +20,24 @@ from ._protocol import TokenCounter, TokenSlicer
 from ._select import counter_for_model
 from ._vocab import seed_tiktoken_cache, tiktoken_encoding
 
+if TYPE_CHECKING:
+    from ._llama import LlamaTokenCounter
+
+
+def __getattr__(name: str) -> Any:
+    # LlamaTokenCounter needs llama-cpp-python (the ``local`` extra): import on first use.
+    if name == "LlamaTokenCounter":
+        from ._llama import LlamaTokenCounter
+
+        return LlamaTokenCounter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "AnthropicEstimator",
     "CalibratedCounter",
     "ImagePricing",
+    "LlamaTokenCounter",
     "OpenAITokenCounter",
     "RunningTotal",
     "TokenCounter",

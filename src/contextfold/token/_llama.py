@@ -284,10 +284,12 @@ class LlamaTokenCounter:
             return 0
         if self.framing == "local":
             return self.count_text(render_tools(tools))
-        empty = Msg("system", "", "system")
-        with_tools = self._render_server([empty], tools, tools_on=True, gen=False)
+        # Measured after a one-letter system text: an empty one would let the block's
+        # leading blank line merge with the header's newline.
+        probe = Msg("system", "x", "system")
+        with_tools = self._render_server([probe], tools, tools_on=True, gen=False)
         return self.count_text(with_tools) - self.count_text(
-            self._render_server([empty], (), tools_on=False, gen=False)
+            self._render_server([probe], (), tools_on=False, gen=False)
         )
 
     def count_request(
@@ -335,7 +337,7 @@ class LlamaTokenCounter:
     def _render_server(
         messages: Sequence[Msg], tools: Sequence[ToolSpec], *, tools_on: bool, gen: bool
     ) -> str:
-        from ..message._openai import to_openai_messages, to_openai_tools
+        from ..message import to_openai_messages, to_openai_tools
 
         rendered: str = _server_template().render(
             messages=to_openai_messages(list(messages)),

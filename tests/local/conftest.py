@@ -1,0 +1,47 @@
+"""Fixtures for the embedded model: loaded once per test session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+
+from contextfold.model import LocalChatModel, embedded_model_path
+from contextfold.token._llama import LlamaTokenCounter
+
+
+@pytest.fixture(scope="session")
+def local_model() -> LocalChatModel:
+    return LocalChatModel(max_tokens=24, context_size=2048)
+
+
+@pytest.fixture(scope="session")
+def counting_model() -> LocalChatModel:
+    """Short answers: these tests only look at the prompt side."""
+    return LocalChatModel(max_tokens=4, context_size=2048)
+
+
+@pytest.fixture(scope="session")
+def llama_server_format() -> Any:
+    """A second llama.cpp instance using llama-cpp-python's own chat handler, as its
+    server does with ``--chat_format chatml-function-calling``."""
+    from llama_cpp import Llama
+
+    return Llama(
+        str(embedded_model_path()),
+        n_ctx=2048,
+        chat_format="chatml-function-calling",
+        verbose=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def local_counter() -> LlamaTokenCounter:
+    return LlamaTokenCounter()
+
+
+@pytest.fixture(scope="session")
+def server_counter() -> LlamaTokenCounter:
+    return LlamaTokenCounter(framing="server")

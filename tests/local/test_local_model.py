@@ -1,0 +1,120 @@
+"""LocalChatModel: the embedded model answers, calls tools and gives structured output."""
+
+from __future__ import annotations
+
+import pytest
+from localmodel_cases import SEARCH, WEATHER
+
+from contextfold._exceptions import ContextWindowExceededError
+from contextfold.message import Msg
+from contextfold.model import LocalChatModel, ResponseCompleted, TextDelta, ToolCallDelta
+from contextfold.model._local import _call_block
+
+QUESTION = [
+    Msg("system", "You are a helpful assistant. Answer briefly.", "system"),
+    Msg("user", "What is the capital of France?", "user"),
+]
+
+
+async def test_answers_a_question_with_text_and_usage(local_model: LocalChatModel) -> None:
+    response = await local_model.generate(QUESTION)
+    assert response.text.strip()
+    assert response.usage is not None
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens > 0
+    assert response.stop_reason in ("end_turn", "max_tokens")
+
+
+async def test_forced_tool_produces_a_parsed_call(local_model: LocalChatModel) -> None:
+    messages = [*QUESTION[:1], Msg("user", "What's the weather in Paris?", "user")]
+    response = await local_model.generate(
+        messages, tools=[WEATHER, SEARCH], tool_choice="get_weather"
+    )
+    [call] = response.tool_calls
+    assert call.name == "get_weather"
+    assert call.input_error is None
+    assert isinstance(call.input["city"], str)
+    assert response.stop_reason == "tool_use"
+
+
+async def test_auto_tool_choice_returns_text_or_a_valid_call(local_model: LocalChatModel) -> None:
+    messages = [*QUESTION[:1], Msg("user", "Search the docs for 'compression'.", "user")]
+    response = await local_model.generate(messages, tools=[WEATHER, SEARCH], tool_choice="auto")
+    if response.tool_calls:
+        assert response.tool_calls[0].name in ("get_weather", "search_docs")
+        assert response.tool_calls[0].input_error is None
+    else:
+        assert response.text
+
+
+async def test_structured_output_validates_against_schema(local_model: LocalChatModel) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"fruit": {"type": "string"}, "color": {"type": "string"}},
+        "required": ["fruit", "color"],
+        "additionalProperties": False,
+    }
+    result = await local_model.structured(
+        [Msg("user", "Name a fruit and its color.", "user")], schema
+    )
+    assert set(result) == {"fruit", "color"}
+    assert all(isinstance(v, str) for v in result.values())
+
+
+async def test_structured_output_through_forced_tool_call_of_base_class(
+    local_model: LocalChatModel,
+) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    result = await super(LocalChatModel, local_model).structured(
+        [Msg("user", "Which city is the capital of Italy?", "user")], schema
+    )
+    assert isinstance(result["city"], str)
+
+
+async def test_stream_yields_text_then_the_same_response(local_model: LocalChatModel) -> None:
+    events = [e async for e in local_model.stream(QUESTION)]
+    assert isinstance(events[-1], ResponseCompleted)
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert streamed.strip() == events[-1].response.text
+    assert events[-1].response.usage is not None
+
+
+async def test_prompt_larger_than_window_raises_context_window_exceeded() -> None:
+    small = LocalChatModel(context_size=64, max_tokens=4)
+    with pytest.raises(ContextWindowExceededError, match="context window"):
+        await small.generate([Msg("user", "word " * 200, "user")])
+
+
+async def test_tool_choice_naming_no_offered_tool_is_rejected(local_model: LocalChatModel) -> None:
+    with pytest.raises(ValueError, match="names no offered tool"):
+        await local_model.generate(QUESTION, tools=[WEATHER], tool_choice="nope")
+
+
+def test_unsupported_chat_format_is_rejected() -> None:
+    with pytest.raises(ValueError, match="chat_format"):
+        LocalChatModel(chat_format="llama-2")
+
+
+async def test_streamed_tool_call_arrives_as_deltas(local_model: LocalChatModel) -> None:
+    messages = [Msg("user", "What's the weather in Rome?", "user")]
+    events = [
+        e async for e in local_model.stream(messages, tools=[WEATHER], tool_choice="get_weather")
+    ]
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert deltas[0].name == "get_weather"
+    final = events[-1]
+    assert isinstance(final, ResponseCompleted)
+    [call] = final.response.tool_calls
+    assert "".join(d.arguments for d in deltas) == call.raw_input
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [('{"city": "Par', "not JSON"), ('["Paris"]', "JSON list, not an object")],
+)
+def test_malformed_arguments_become_input_error(text: str, problem: str) -> None:
+    call = _call_block("call_x", "get_weather", text)
+    assert call.input == {}
+    assert call.raw_input == text
+    assert call.input_error is not None
+    assert problem in call.input_error
