@@ -1,0 +1,287 @@
+"""``contextfold replay``: recorded runs through the context engine, measured."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
+from ..context import ContextConfig
+from ..message import Trajectory
+from ..model import ChatModelBase
+from ..replay import (
+    ReplayResult,
+    RunResult,
+    load_recordings,
+    replay_runs,
+    summarizer_from_string,
+    write_report,
+)
+from ..token import TokenCounter, counter_for_model
+from ..workspace import BaseWorkspace, LocalWorkspace
+
+__all__ = ["replay"]
+
+_PATHS_HELP = (
+    "Recorded runs: mini-swe-agent .traj.json files, JSON lists of OpenAI messages or of "
+    "tau-bench runs, JSONL of Msg; directories are searched recursively for *.json and *.jsonl."
+)
+_SUMMARIZER_HELP = (
+    "Who writes summaries: 'extractive' (deterministic, no model; fast), 'local' (the "
+    "embedded model) or '<provider>:<model>', e.g. 'openai:gpt-4o-mini'."
+)
+
+
+def _usage_error(message: str, param: str) -> typer.BadParameter:
+    return typer.BadParameter(message, param_hint=param)
+
+
+def _summarizer(spec: str, base_url: str | None, counter: TokenCounter) -> ChatModelBase:
+    try:
+        return summarizer_from_string(spec, token_counter=counter, base_url=base_url)
+    except (ValueError, ContextfoldError, FileNotFoundError) as exc:
+        raise _usage_error(str(exc), "'--summarizer'") from exc
+
+
+def _check_plotly() -> None:
+    try:
+        import plotly  # noqa: F401
+    except ImportError as exc:
+        error = MissingDependencyError("plotly", "report")
+        raise _usage_error(f"{error} (needed by --report)", "'--report'") from exc
+
+
+def replay(
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="PATH", help=_PATHS_HELP, show_default=False)
+    ],
+    context_size: Annotated[
+        int, typer.Option("--context-size", "-c", min=512, help="The window, in tokens.")
+    ] = 16_000,
+    summarizer: Annotated[
+        str, typer.Option("--summarizer", "-s", help=_SUMMARIZER_HELP)
+    ] = "extractive",
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="An OpenAI-compatible server for an 'openai:' summarizer."),
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", dir_okay=False, help="Write a self-contained HTML report here."),
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", dir_okay=False, help="Write every metric, per step, as JSON here."),
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            "--workdir",
+            file_okay=False,
+            help="Offload to files under this directory (browse with 'contextfold inspect'); "
+            "by default offloads are kept in memory and discarded.",
+        ),
+    ] = None,
+    tool_result_limit: Annotated[
+        int | None,
+        typer.Option("--tool-result-limit", min=1, help="Truncate tool results above this."),
+    ] = None,
+    tokenizer: Annotated[
+        str, typer.Option("--count-as", help="Count tokens as this model does (its tokenizer).")
+    ] = "gpt-4o",
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Replay at most this many runs.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print the totals only.")] = False,
+) -> None:
+    """Replay recorded agent runs as if the agent had used contextfold, and measure it.
+
+    Per run and in total: steps, peak and mean request tokens, compressions,
+    truncations, tokens saved and offloaded, and prefix stability.
+
+    Exit code: 0 when every run replayed, 1 when a run or an output failed, 2 for bad usage.
+    """
+    out = Console()
+    err = Console(stderr=True)
+    if report is not None:
+        _check_plotly()
+    config = (
+        ContextConfig()
+        if tool_result_limit is None
+        else ContextConfig(tool_result_limit=tool_result_limit)
+    )
+    counter = counter_for_model(tokenizer)
+    model = _summarizer(summarizer, base_url, counter)
+    try:
+        with err.status("Loading recordings..."):
+            loaded = load_recordings(paths)
+    except FileNotFoundError as exc:
+        raise _usage_error(f"{exc}; check the path", "'PATH'") from exc
+    except MessageFormatError as exc:
+        raise _usage_error(str(exc), "'PATH'") from exc
+    for file, why in loaded.skipped:
+        err.print(f"[yellow]skipped[/] {file}: {why}")
+    runs = loaded.runs[:limit] if limit is not None else loaded.runs
+    if not runs:
+        raise _usage_error(
+            "no recorded runs found in "
+            + ", ".join(str(p) for p in paths)
+            + " (expected *.traj.json, *.json or *.jsonl recordings)",
+            "'PATH'",
+        )
+    result = asyncio.run(_run(runs, context_size, config, model, counter, workdir, err))
+    if not quiet:
+        out.print(_runs_table(result))
+    out.print(_totals_table(result))
+    failed = _write_outputs(result, report, json_out, out, err)
+    fallbacks = result.totals.compression_fallbacks
+    if fallbacks:
+        err.print(
+            f"[yellow]warning:[/] {fallbacks} compression(s) fell back to dropping messages "
+            f"because the summarizer failed ({result.summarizer}); see the log for why"
+        )
+    errors = [r for r in result.runs if r.error is not None]
+    for run in errors:
+        err.print(f"[bold red]error:[/] {run.run_id} ({run.source}): {run.error}")
+    if errors or failed:
+        raise typer.Exit(1)
+
+
+async def _run(
+    runs: Sequence[tuple[Trajectory, str]],
+    context_size: int,
+    config: ContextConfig,
+    model: ChatModelBase,
+    counter: TokenCounter,
+    workdir: Path | None,
+    err: Console,
+) -> ReplayResult:
+    workspace: BaseWorkspace | None = None
+    if workdir is not None:
+        workspace = LocalWorkspace(workdir, fsync=False)
+        try:
+            await workspace.initialize()
+        except OSError as exc:
+            err.print(f"[bold red]error:[/] cannot use --workdir {workdir}: {exc}")
+            raise typer.Exit(1) from exc
+    progress = Progress(
+        TextColumn("[bold]replay[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("", total=len(runs))
+
+        def advance(run: RunResult) -> None:
+            progress.update(task, advance=1, description=run.run_id)
+
+        return await replay_runs(
+            runs,
+            context_size=context_size,
+            config=config,
+            summarizer=model,
+            workspace=workspace,
+            counter=counter,
+            on_run=advance,
+        )
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _short(n: float) -> str:
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}" if unit != "k" else f"{n / 1e3:.0f}k"
+    return f"{n:,.0f}"
+
+
+def _columns(table: Table) -> None:
+    # Short headers: the table must stay readable in an 80-column terminal.
+    for name in ("steps", "peak", "mean", "comp", "trunc", "saved", "offloaded", "prefix"):
+        table.add_column(name, justify="right")
+
+
+def _runs_table(result: ReplayResult) -> Table:
+    table = Table(title=f"Replay at a {result.context_size:,}-token window, per run")
+    table.add_column("run", overflow="fold")
+    _columns(table)
+    for r in result.runs:
+        table.add_row(
+            r.run_id if r.error is None else f"[red]{r.run_id} (failed)[/]",
+            str(len(r.steps)),
+            f"{r.peak_tokens:,}",
+            f"{r.mean_tokens:,.0f}",
+            str(r.compressions),
+            str(r.truncations),
+            _short(r.tokens_saved),
+            _short(r.tokens_offloaded),
+            _pct(r.prefix_stability),
+        )
+    return table
+
+
+def _totals_table(result: ReplayResult) -> Table:
+    t = result.totals
+    table = Table(
+        title=f"Total over {t.runs} run(s) ({t.failed} failed) in {t.seconds:.1f}s, "
+        f"summarizer {result.summarizer}; raw history prefix stability "
+        f"{_pct(t.raw_prefix_stability)}"
+    )
+    table.add_column("runs", justify="right")
+    _columns(table)
+    table.add_row(
+        str(t.runs),
+        str(t.steps),
+        f"{t.peak_tokens:,}",
+        f"{t.mean_tokens:,.0f}",
+        str(t.compressions),
+        str(t.truncations),
+        _short(t.tokens_saved),
+        _short(t.tokens_offloaded),
+        _pct(t.prefix_stability),
+    )
+    table.caption = (
+        "peak/mean: request tokens; comp/trunc: compressions, truncations; saved: raw "
+        "minus sent, summed over steps; prefix: prefix stability"
+    )
+    return table
+
+
+def _write_outputs(
+    result: ReplayResult,
+    report: Path | None,
+    json_out: Path | None,
+    out: Console,
+    err: Console,
+) -> bool:
+    """Write the requested files; True when one of them failed."""
+    failed = False
+    if json_out is not None:
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+            out.print(f"metrics written to {json_out}")
+        except OSError as exc:
+            err.print(f"[bold red]error:[/] cannot write --json {json_out}: {exc}")
+            failed = True
+    if report is not None:
+        try:
+            write_report(result, report)
+            out.print(f"report written to {report}")
+        except OSError as exc:
+            err.print(f"[bold red]error:[/] cannot write --report {report}: {exc}")
+            failed = True
+    return failed

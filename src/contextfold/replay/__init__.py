@@ -1,0 +1,34 @@
+"""Replay recorded agent runs through the context engine and measure what it would do.
+
+``replay_runs(load_recordings(["runs/"]).runs, context_size=16_000)`` replays every run
+with a deterministic extractive summarizer and returns per-step token usage per layer,
+compressions, truncations, tokens saved and offloaded, and prefix stability (see
+:class:`RunResult`). ``write_report`` renders the result as a self-contained HTML page
+(the ``report`` extra).
+"""
+
+from ._extractive import ExtractiveSummarizer, extractive_summary, summarize_items
+from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
+from ._report import write_report
+from ._runner import WindowModel, replay_run, replay_runs, tools_of
+from ._sources import LoadedRecordings, find_recordings, load_recordings
+from ._summarizers import summarizer_from_string
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "LoadedRecordings",
+    "ReplayResult",
+    "ReplayTotals",
+    "RunResult",
+    "StepUsage",
+    "WindowModel",
+    "extractive_summary",
+    "find_recordings",
+    "load_recordings",
+    "replay_run",
+    "replay_runs",
+    "summarize_items",
+    "summarizer_from_string",
+    "tools_of",
+    "write_report",
+]

@@ -1,0 +1,177 @@
+"""What a replay measures, per step, per run and in total.
+
+Definitions (all in tokens of the replay's counter, exact ``o200k_base`` by default):
+
+* **request total** of a step: ``ModelInput.usage.total``, everything the model would
+  have been sent for that recorded assistant turn: system prompt, summary, context, tool
+  definitions and the reply priming. Peak and mean are over steps.
+* **raw** of a step: the request the recorded history would cost at the same step with
+  no context management: the same system prompt, tools and priming plus every recorded
+  message before the turn, uncut. It may exceed the window: the recording may come from a
+  model with a larger one.
+* **tokens saved**: ``sum over steps of (raw - request total)``. Each step counts, since
+  each request is paid for; it can be slightly negative on a run that never compresses,
+  by the cost of the usage notes the engine adds past the hint threshold.
+* **tokens offloaded**: tokens of everything written to the workspace: the compressed or
+  dropped messages (``count_message`` each) and the whole text of every truncated tool
+  result.
+* **prefix stability** of a step: tokens of the longest common prefix of this request and
+  the previous one, at message granularity (the same message objects, in the same order,
+  with the same tool definitions in front), divided by the request total. The first step
+  of a run has no previous request and is left out. Per run and in total it is
+  token-weighted, ``sum(shared) / sum(request total)`` over those steps: the share of
+  input tokens a provider's prompt cache could serve, which is what it bills on.
+  ``raw_prefix_stability`` is the same for the raw history, which only ever appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, computed_field
+
+__all__ = ["ReplayResult", "ReplayTotals", "RunResult", "StepUsage"]
+
+
+class StepUsage(BaseModel):
+    """The request of one recorded assistant turn, per layer."""
+
+    step: int
+    """0-based index of the assistant turn in the run."""
+    message_index: int
+    """Index of the assistant message in the recording (system prompt excluded)."""
+    system: int
+    tools: int
+    overhead: int
+    summary: int
+    context: int
+    total: int
+    raw: int
+    shared_prefix: int
+    """Tokens shared with the previous request's prefix (0 on the first step)."""
+    raw_shared_prefix: int
+    compressions: int = 0
+    """Compressions that shaped this request (since the previous step)."""
+    truncations: int = 0
+    """Tool results truncated since the previous step."""
+
+
+def _weighted(shared: Sequence[int], totals: Sequence[int]) -> float | None:
+    denominator = sum(totals)
+    return None if denominator == 0 else sum(shared) / denominator
+
+
+class RunResult(BaseModel):
+    """One replayed run: its steps, events and derived metrics."""
+
+    run_id: str
+    source: str
+    format: str
+    context_size: int
+    steps: list[StepUsage] = []
+    compressions: int = 0
+    compression_fallbacks: int = 0
+    """Compressions that dropped messages because the summary failed."""
+    truncations: int = 0
+    tokens_offloaded: int = 0
+    items_offloaded: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    """Why the replay stopped early, if it did (the steps before it are kept)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def peak_tokens(self) -> int:
+        """Largest request total."""
+        return max((s.total for s in self.steps), default=0)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_tokens(self) -> float:
+        """Mean request total."""
+        return sum(s.total for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def raw_peak_tokens(self) -> int:
+        """Largest raw request."""
+        return max((s.raw for s in self.steps), default=0)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tokens_saved(self) -> int:
+        """Sum over steps of raw minus request total."""
+        return sum(s.raw - s.total for s in self.steps)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def prefix_stability(self) -> float | None:
+        """Token-weighted share of each request found in the previous one's prefix."""
+        later = self.steps[1:]
+        return _weighted([s.shared_prefix for s in later], [s.total for s in later])
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def raw_prefix_stability(self) -> float | None:
+        """The same for the raw history."""
+        later = self.steps[1:]
+        return _weighted([s.raw_shared_prefix for s in later], [s.raw for s in later])
+
+
+class ReplayTotals(BaseModel):
+    """The metrics over every run."""
+
+    runs: int
+    failed: int
+    steps: int
+    peak_tokens: int
+    mean_tokens: float
+    raw_peak_tokens: int
+    compressions: int
+    compression_fallbacks: int
+    truncations: int
+    tokens_saved: int
+    tokens_offloaded: int
+    prefix_stability: float | None
+    raw_prefix_stability: float | None
+    seconds: float
+
+    @classmethod
+    def of(cls, runs: Sequence[RunResult]) -> ReplayTotals:
+        """Totals of ``runs`` (step-weighted mean, token-weighted stability)."""
+        steps = [s for r in runs for s in r.steps]
+        later = [s for r in runs for s in r.steps[1:]]
+        return cls(
+            runs=len(runs),
+            failed=sum(r.error is not None for r in runs),
+            steps=len(steps),
+            peak_tokens=max((s.total for s in steps), default=0),
+            mean_tokens=sum(s.total for s in steps) / len(steps) if steps else 0.0,
+            raw_peak_tokens=max((s.raw for s in steps), default=0),
+            compressions=sum(r.compressions for r in runs),
+            compression_fallbacks=sum(r.compression_fallbacks for r in runs),
+            truncations=sum(r.truncations for r in runs),
+            tokens_saved=sum(r.tokens_saved for r in runs),
+            tokens_offloaded=sum(r.tokens_offloaded for r in runs),
+            prefix_stability=_weighted([s.shared_prefix for s in later], [s.total for s in later]),
+            raw_prefix_stability=_weighted(
+                [s.raw_shared_prefix for s in later], [s.raw for s in later]
+            ),
+            seconds=sum(r.seconds for r in runs),
+        )
+
+
+class ReplayResult(BaseModel):
+    """Every replayed run, the settings used, and the totals."""
+
+    context_size: int
+    summarizer: str
+    counter: str
+    """The token counter's name, e.g. ``openai-chat/o200k_base``."""
+    runs: list[RunResult]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def totals(self) -> ReplayTotals:
+        """Metrics over every run."""
+        return ReplayTotals.of(self.runs)

@@ -1,0 +1,351 @@
+"""The replay report: one self-contained HTML page of plotly figures and a table."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import MissingDependencyError
+from ._metrics import ReplayResult, RunResult
+
+__all__ = ["write_report"]
+
+MAX_SELECTABLE_RUNS = 60
+"""Runs offered in the per-run figure's menu (the page stays small with hundreds)."""
+MAX_OVERLAY_RUNS = 300
+"""Runs drawn in the all-runs overlay."""
+
+_COLORS = {
+    "total": "#1f77b4",
+    "raw": "#7f7f7f",
+    "window": "#d62728",
+    "compression": "#ff7f0e",
+    "truncation": "#9467bd",
+    "system": "#8c96c6",
+    "summary": "#fdae6b",
+    "context": "#74c476",
+}
+
+
+def _plotly() -> tuple[Any, Any]:
+    try:
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+    except ImportError as exc:
+        raise MissingDependencyError("plotly", "report") from exc
+    return go, make_subplots
+
+
+def write_report(result: ReplayResult, path: str | Path, *, title: str = "") -> Path:
+    """Write ``result`` as one HTML page with plotly's JavaScript inlined (works offline).
+
+    Figures: context tokens per step for a selectable run, with the raw history, the
+    window and compressions marked, above the same steps as stacked layers (system prompt
+    and tools / summary / context); every run's request total overlaid; tokens sent and
+    saved per run. Then the per-run table with totals, and the metric definitions.
+    Raises ``MissingDependencyError`` when plotly (the ``report`` extra) is missing.
+    """
+    go, make_subplots = _plotly()
+    path = Path(path)
+    runs = [r for r in result.runs if r.steps]
+    figures: list[Any] = []
+    if runs:
+        figures.append(_per_run_figure(go, make_subplots, runs, result.context_size))
+        figures.append(_overlay_figure(go, runs, result.context_size))
+        figures.append(_savings_figure(go, runs))
+    parts = [
+        fig.to_html(
+            full_html=False,
+            include_plotlyjs=(i == 0),
+            config={"displaylogo": False, "responsive": True},
+            default_width="100%",
+        )
+        for i, fig in enumerate(figures)
+    ]
+    heading = title or f"contextfold replay: {len(result.runs)} run(s)"
+    page = _PAGE.format(
+        title=html.escape(heading),
+        settings=html.escape(
+            f"window {result.context_size:,} tokens · summarizer {result.summarizer} · "
+            f"counter {result.counter}"
+        ),
+        figures="\n".join(f'<div class="figure">{p}</div>' for p in parts)
+        or "<p>No run had an assistant turn to replay.</p>",
+        table=_table(result),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _per_run_figure(go: Any, make_subplots: Any, runs: list[RunResult], window: int) -> Any:
+    shown = runs[:MAX_SELECTABLE_RUNS]
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("Request tokens per step", "Request tokens by layer"),
+    )
+    per_run = 7
+    for k, run in enumerate(shown):
+        visible = k == 0
+        steps = [s.step for s in run.steps]
+        compressed = [s for s in run.steps if s.compressions]
+        truncated = [s for s in run.steps if s.truncations]
+        traces = [
+            (
+                go.Scatter(
+                    x=steps,
+                    y=[s.total for s in run.steps],
+                    name="with contextfold",
+                    mode="lines",
+                    line={"color": _COLORS["total"]},
+                ),
+                1,
+            ),
+            (
+                go.Scatter(
+                    x=steps,
+                    y=[s.raw for s in run.steps],
+                    name="raw history",
+                    mode="lines",
+                    line={"color": _COLORS["raw"], "dash": "dash"},
+                ),
+                1,
+            ),
+            (
+                go.Scatter(
+                    x=[s.step for s in compressed],
+                    y=[s.total for s in compressed],
+                    name="compression",
+                    mode="markers",
+                    marker={"color": _COLORS["compression"], "size": 11, "symbol": "triangle-down"},
+                ),
+                1,
+            ),
+            (
+                go.Scatter(
+                    x=[s.step for s in truncated],
+                    y=[s.total for s in truncated],
+                    name="truncation",
+                    mode="markers",
+                    marker={"color": _COLORS["truncation"], "size": 9, "symbol": "x"},
+                ),
+                1,
+            ),
+            (
+                go.Scatter(
+                    x=steps,
+                    y=[s.system + s.tools + s.overhead for s in run.steps],
+                    name="system prompt + tools",
+                    stackgroup="layers",
+                    mode="lines",
+                    line={"color": _COLORS["system"]},
+                ),
+                2,
+            ),
+            (
+                go.Scatter(
+                    x=steps,
+                    y=[s.summary for s in run.steps],
+                    name="summary",
+                    stackgroup="layers",
+                    mode="lines",
+                    line={"color": _COLORS["summary"]},
+                ),
+                2,
+            ),
+            (
+                go.Scatter(
+                    x=steps,
+                    y=[s.context for s in run.steps],
+                    name="context",
+                    stackgroup="layers",
+                    mode="lines",
+                    line={"color": _COLORS["context"]},
+                ),
+                2,
+            ),
+        ]
+        for trace, row in traces:
+            trace.visible = visible
+            trace.legendgroup = trace.name
+            fig.add_trace(trace, row=row, col=1)
+    for row in (1, 2):
+        fig.add_hline(
+            y=window,
+            line={"color": _COLORS["window"], "dash": "dot"},
+            row=row,
+            col=1,
+            annotation_text=f"window {window:,}",
+            annotation_position="top left",
+        )
+    buttons = []
+    for k, run in enumerate(shown):
+        mask = [False] * (per_run * len(shown))
+        mask[k * per_run : (k + 1) * per_run] = [True] * per_run
+        buttons.append({"label": run.run_id, "method": "update", "args": [{"visible": mask}]})
+    more = f" (menu: first {len(shown)} of {len(runs)})" if len(runs) > len(shown) else ""
+    fig.update_layout(
+        title=f"One run, step by step{more}",
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "x": 1.0,
+                "xanchor": "right",
+                "y": 1.13,
+                "yanchor": "top",
+                "showactive": True,
+            }
+        ],
+        height=720,
+        margin={"t": 110},
+        legend={"orientation": "h", "y": -0.08},
+        template="plotly_white",
+    )
+    fig.update_xaxes(title_text="step (recorded assistant turn)", row=2, col=1)
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    fig.update_yaxes(title_text="tokens", row=2, col=1)
+    return fig
+
+
+def _overlay_figure(go: Any, runs: list[RunResult], window: int) -> Any:
+    fig = go.Figure()
+    for run in runs[:MAX_OVERLAY_RUNS]:
+        fig.add_trace(
+            go.Scatter(
+                x=[s.step for s in run.steps],
+                y=[s.total for s in run.steps],
+                name=run.run_id,
+                mode="lines",
+                line={"width": 1},
+                opacity=0.55,
+                showlegend=False,
+                hovertemplate=f"{html.escape(run.run_id)}<br>step %{{x}}: %{{y}} tokens"
+                "<extra></extra>",
+            )
+        )
+    marks = [(s.step, s.total) for r in runs[:MAX_OVERLAY_RUNS] for s in r.steps if s.compressions]
+    fig.add_trace(
+        go.Scatter(
+            x=[m[0] for m in marks],
+            y=[m[1] for m in marks],
+            mode="markers",
+            name="compression",
+            marker={"color": _COLORS["compression"], "size": 6, "symbol": "triangle-down"},
+        )
+    )
+    fig.add_hline(
+        y=window,
+        line={"color": _COLORS["window"], "dash": "dot"},
+        annotation_text=f"window {window:,}",
+    )
+    fig.update_layout(
+        title=f"Request tokens per step, every run ({min(len(runs), MAX_OVERLAY_RUNS)})",
+        xaxis_title="step",
+        yaxis_title="tokens",
+        height=480,
+        template="plotly_white",
+    )
+    return fig
+
+
+def _savings_figure(go: Any, runs: list[RunResult]) -> Any:
+    names = [r.run_id for r in runs]
+    sent = [sum(s.total for s in r.steps) for r in runs]
+    fig = go.Figure(
+        [
+            go.Bar(x=names, y=sent, name="tokens sent", marker_color=_COLORS["total"]),
+            go.Bar(
+                x=names,
+                y=[r.tokens_saved for r in runs],
+                name="tokens saved",
+                marker_color=_COLORS["context"],
+            ),
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        title="Input tokens over all steps of each run: sent, and saved against the raw history",
+        yaxis_title="tokens (sum over steps)",
+        height=480,
+        template="plotly_white",
+        xaxis={"tickangle": -60, "automargin": True},
+    )
+    return fig
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _table(result: ReplayResult) -> str:
+    head = (
+        "<tr><th>run</th><th>steps</th><th>peak</th><th>mean</th><th>raw peak</th>"
+        "<th>compressions</th><th>truncations</th><th>tokens saved</th>"
+        "<th>tokens offloaded</th><th>prefix stability</th><th>raw prefix stability</th>"
+        "<th>error</th></tr>"
+    )
+    rows = []
+    for r in result.runs:
+        rows.append(
+            "<tr>"
+            f"<td title='{html.escape(r.source, quote=True)}'>{html.escape(r.run_id)}</td>"
+            f"<td>{len(r.steps)}</td><td>{r.peak_tokens:,}</td><td>{r.mean_tokens:,.0f}</td>"
+            f"<td>{r.raw_peak_tokens:,}</td><td>{r.compressions}</td><td>{r.truncations}</td>"
+            f"<td>{r.tokens_saved:,}</td><td>{r.tokens_offloaded:,}</td>"
+            f"<td>{_pct(r.prefix_stability)}</td><td>{_pct(r.raw_prefix_stability)}</td>"
+            f"<td>{html.escape(r.error or '')}</td></tr>"
+        )
+    t = result.totals
+    rows.append(
+        "<tr class='total'><td>total</td>"
+        f"<td>{t.steps}</td><td>{t.peak_tokens:,}</td><td>{t.mean_tokens:,.0f}</td>"
+        f"<td>{t.raw_peak_tokens:,}</td><td>{t.compressions}</td><td>{t.truncations}</td>"
+        f"<td>{t.tokens_saved:,}</td><td>{t.tokens_offloaded:,}</td>"
+        f"<td>{_pct(t.prefix_stability)}</td><td>{_pct(t.raw_prefix_stability)}</td>"
+        f"<td>{t.failed} failed</td></tr>"
+    )
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px;
+        padding: 0 1em; color: #222; }}
+.figure {{ margin-bottom: 1.5em; }}
+table {{ border-collapse: collapse; font-size: 0.85em; width: 100%; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.6em; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+tr.total td {{ font-weight: bold; border-top: 2px solid #444; }}
+dt {{ font-weight: bold; margin-top: 0.5em; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p>{settings}</p>
+{figures}
+<h2>Runs</h2>
+{table}
+<h2>What the numbers mean</h2>
+<dl>
+<dt>step</dt><dd>one recorded assistant turn: the request the model would have been sent.</dd>
+<dt>peak / mean</dt><dd>largest and mean request total: system prompt, summary, context,
+tool definitions and reply priming, counted exactly.</dd>
+<dt>raw</dt><dd>the same request from the recorded history with no context management.</dd>
+<dt>tokens saved</dt><dd>sum over steps of raw minus the request total.</dd>
+<dt>tokens offloaded</dt><dd>tokens of the messages and whole tool results written to the
+workspace.</dd>
+<dt>prefix stability</dt><dd>tokens of the longest common message prefix with the previous
+request (tool definitions included) over the request total, token-weighted over every
+step but the first: the share a provider's prompt cache could serve.</dd>
+</dl>
+</body>
+</html>
+"""

@@ -1,0 +1,233 @@
+"""Replaying a recorded run through the context engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .._exceptions import ModelError
+from .._logging import logger
+from ..context import CompressionEvent, ContextConfig, ContextEngine, ContextEvent, TruncationEvent
+from ..message import DataBlock, Msg, ToolChoice, ToolResultBlock, ToolSpec, Trajectory
+from ..model import ChatModelBase, ChatResponse
+from ..token import TokenCounter, counter_for_model
+from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
+from ._extractive import ExtractiveSummarizer
+from ._metrics import ReplayResult, RunResult, StepUsage
+
+__all__ = ["WindowModel", "replay_run", "replay_runs", "tools_of"]
+
+RunCallback = Callable[[RunResult], Awaitable[None] | None]
+
+
+class WindowModel(ChatModelBase):
+    """Stands in for the recorded agent's model: a window and a counter, never called.
+
+    The engine reads ``context_size`` and ``token_counter`` from its model; in a replay the
+    answers are the recorded ones, so a call would be a bug and raises ``ModelError``.
+    """
+
+    def __init__(self, *, context_size: int, token_counter: TokenCounter) -> None:
+        super().__init__("replay", context_size=context_size, token_counter=token_counter)
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        raise ModelError(
+            "a replay answers from the recording and never calls the agent's model; "
+            "give the engine a separate summarizer"
+        )
+
+
+class _CountingOffloader:
+    """Delegates to a workspace and counts the tokens and items written to it."""
+
+    def __init__(self, workspace: BaseWorkspace, counter: TokenCounter) -> None:
+        self.workspace = workspace
+        self.counter = counter
+        self.tokens = 0
+        self.items = 0
+
+    async def offload_context(self, session_id: str, msgs: list[Msg], **kwargs: Any) -> str:
+        ref = await self.workspace.offload_context(session_id, msgs, **kwargs)
+        self.tokens += sum(self.counter.count_message(m) for m in msgs)
+        self.items += len(msgs)
+        return ref
+
+    async def offload_tool_result(
+        self, session_id: str, tool_result: ToolResultBlock, **kwargs: Any
+    ) -> str:
+        ref = await self.workspace.offload_tool_result(session_id, tool_result, **kwargs)
+        self.tokens += self.counter.count_text(tool_result.text())
+        self.items += 1
+        return ref
+
+    async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
+        assert isinstance(self.workspace, DataOffloader)
+        ref = await self.workspace.offload_data(session_id, data, **kwargs)
+        self.items += 1
+        return ref
+
+
+def tools_of(run: Trajectory) -> list[ToolSpec]:
+    """Tool definitions for a replay: one per tool name the run called, in first-use order.
+
+    Recordings rarely keep their tool schemas, so these carry names only; they cost the
+    same at every step and so shift every request total by the same few tokens.
+    """
+    names: dict[str, None] = {}
+    for msg in run.messages:
+        for call in msg.tool_calls:
+            names.setdefault(call.name, None)
+    return [ToolSpec(name=name) for name in names]
+
+
+def _shared_prefix(previous: Sequence[Msg], current: Sequence[Msg], counter: TokenCounter) -> int:
+    shared = 0
+    for old, new in zip(previous, current, strict=False):
+        if old is not new:
+            break
+        shared += counter.count_message(new)
+    return shared
+
+
+async def replay_run(
+    run: Trajectory,
+    *,
+    context_size: int,
+    config: ContextConfig | None = None,
+    summarizer: ChatModelBase | None = None,
+    workspace: BaseWorkspace | None = None,
+    counter: TokenCounter | None = None,
+    session_id: str | None = None,
+    source: str = "",
+) -> RunResult:
+    """Replay one recorded run as if its agent had been running with contextfold.
+
+    For each recorded assistant turn the engine prepares the request the model would have
+    seen (measured per layer), then the recorded answer is appended and the recorded tool
+    results are added (truncated and offloaded as the engine decides). The summarizer
+    defaults to :class:`ExtractiveSummarizer`; the workspace to a fresh
+    :class:`MemoryWorkspace` (an initialized one may be shared between runs). An error
+    stops the run and is kept in :attr:`RunResult.error` with the steps measured so far.
+    See :mod:`contextfold.replay._metrics` for what each metric means.
+    """
+    counter = counter or counter_for_model("gpt-4o")
+    if workspace is None:
+        workspace = MemoryWorkspace()
+        await workspace.initialize()
+    offloader = _CountingOffloader(workspace, counter)
+    events: list[ContextEvent] = []
+    engine = ContextEngine(
+        config=config or ContextConfig(),
+        model=WindowModel(context_size=context_size, token_counter=counter),
+        session_id=session_id or run.instance_id,
+        summarizer=summarizer or ExtractiveSummarizer(token_counter=counter),
+        offloader=offloader,
+        on_event=events.append,
+    )
+    result = RunResult(
+        run_id=run.instance_id, source=source, format=run.format, context_size=context_size
+    )
+    system = run.system or ""
+    tools = tools_of(run)
+    started = time.perf_counter()
+    raw_context = 0
+    previous: list[Msg] = []
+    previous_raw = 0
+    seen = 0
+    try:
+        for index, msg in enumerate(run.messages):
+            if msg.role == "assistant":
+                model_input = await engine.prepare(system, tools)
+                usage = model_input.usage
+                messages = model_input.messages()
+                fixed = usage.system + usage.tools + usage.overhead
+                new_events = events[seen:]
+                seen = len(events)
+                first = not result.steps
+                shared = 0 if first else usage.tools + _shared_prefix(previous, messages, counter)
+                result.steps.append(
+                    StepUsage(
+                        step=len(result.steps),
+                        message_index=index,
+                        system=usage.system,
+                        tools=usage.tools,
+                        overhead=usage.overhead,
+                        summary=usage.summary,
+                        context=usage.context,
+                        total=usage.total,
+                        raw=fixed + raw_context,
+                        shared_prefix=shared,
+                        raw_shared_prefix=0 if first else previous_raw - usage.overhead,
+                        compressions=sum(isinstance(e, CompressionEvent) for e in new_events),
+                        truncations=sum(isinstance(e, TruncationEvent) for e in new_events),
+                    )
+                )
+                previous, previous_raw = messages, fixed + raw_context
+            if msg.tool_results:
+                await engine.add_tool_results(msg)
+            else:
+                engine.append(msg)
+            raw_context += counter.count_message(msg)
+    except Exception as exc:  # one broken run must not stop a batch; it is reported
+        logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
+        result.error = f"{type(exc).__name__}: {exc}"
+    compressions = [e for e in events if isinstance(e, CompressionEvent)]
+    result.compressions = len(compressions)
+    result.compression_fallbacks = sum(e.method == "truncation" for e in compressions)
+    result.truncations = sum(isinstance(e, TruncationEvent) for e in events)
+    result.tokens_offloaded = offloader.tokens
+    result.items_offloaded = offloader.items
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def replay_runs(
+    runs: Sequence[tuple[Trajectory, str]],
+    *,
+    context_size: int,
+    config: ContextConfig | None = None,
+    summarizer: ChatModelBase | None = None,
+    workspace: BaseWorkspace | None = None,
+    counter: TokenCounter | None = None,
+    on_run: RunCallback | None = None,
+) -> ReplayResult:
+    """Replay ``(run, source)`` pairs one after another; ``on_run`` sees each result.
+
+    Session ids are the runs' ``instance_id``, made unique with a ``-2``, ``-3``... suffix,
+    so runs sharing a workspace never share a session.
+    """
+    counter = counter or counter_for_model("gpt-4o")
+    summarizer = summarizer or ExtractiveSummarizer(token_counter=counter)
+    results: list[RunResult] = []
+    used: dict[str, int] = {}
+    for run, source in runs:
+        n = used[run.instance_id] = used.get(run.instance_id, 0) + 1
+        session = run.instance_id if n == 1 else f"{run.instance_id}-{n}"
+        result = await replay_run(
+            run,
+            context_size=context_size,
+            config=config,
+            summarizer=summarizer,
+            workspace=workspace,
+            counter=counter,
+            session_id=session,
+            source=source,
+        )
+        results.append(result)
+        if on_run is not None:
+            outcome = on_run(result)
+            if outcome is not None:
+                await outcome
+    return ReplayResult(
+        context_size=context_size,
+        summarizer=summarizer.model_name,
+        counter=counter.name,
+        runs=results,
+    )
