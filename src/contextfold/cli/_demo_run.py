@@ -1,0 +1,297 @@
+"""One demo run: an agent on a small window, its events turned into lines for a view."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.text import Text
+
+from .._logging import logger
+from ..agent import Agent, Middleware, ReplyEvent, ToolCallContext
+from ..context import (
+    CompressionEvent,
+    ContextConfig,
+    ContextEvent,
+    ContextUsage,
+    ImageRemovalEvent,
+    TruncationEvent,
+    UsageHintEvent,
+)
+from ..message import ToolResultBlock
+from ..model import ChatModelBase
+from ..tool import FunctionTool
+from ..tool._readback import readback_tools
+from ..workspace import ItemInfo, LocalWorkspace
+from ._demo_files import DemoFiles
+from ._demo_guide import PLAN_TEXT, READBACK_TOOLS, Guide, GuideNote, Plan
+from ._demo_model import CacheMeter, MeteredLocalModel
+from ._demo_view import DemoView
+
+__all__ = ["DemoResult", "DemoSettings", "run_demo"]
+
+_SYSTEM_PROMPT = (
+    "You are an analyst. You investigate files with your tools and report what you found. "
+    "Tool results that are too long are cut; the full text is saved, and the cut result "
+    "says where: read it back with Read or search it with Grep. Older messages may be "
+    "replaced by a summary. When you are done, call final_answer with a short report."
+)
+_RUNS_TASK = (
+    "The folder holds recorded runs of a coding agent working on GitHub issues. For each "
+    "run, find which issue it worked on and how it ended (its exit status and patch). "
+    "Then give a short report."
+)
+_FILES_TASK = "Investigate the files in the folder and give a short report on what they hold."
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the command line chose."""
+
+    folder: Path
+    workdir: Path
+    context_size: int
+    tool_result_limit: int
+    max_steps: int
+    guided: bool
+    trigger_ratio: float = 0.75
+    reserve_ratio: float = 0.2
+
+
+@dataclass
+class DemoResult:
+    """What happened, for the closing report."""
+
+    session_id: str
+    workdir: Path
+    reply: str = ""
+    steps: int = 0
+    truncations: int = 0
+    compressions: list[CompressionEvent] = field(default_factory=list)
+    readbacks: int = 0
+    guided_steps: list[int] = field(default_factory=list)
+    replaced_steps: list[int] = field(default_factory=list)
+    items: list[ItemInfo] = field(default_factory=list)
+    peak: ContextUsage | None = None
+    seconds: float = 0.0
+    agent_cache: CacheMeter | None = None
+    summary_cache: CacheMeter | None = None
+    provider_cached: int = 0
+    provider_prompt: int = 0
+
+
+def _rel(ref: str | None, workdir: Path) -> str:
+    if not ref:
+        return "nowhere (no offloader)"
+    prefix = str(workdir) + "/"
+    return ref[len(prefix) :] if ref.startswith(prefix) else ref
+
+
+def _args(values: dict[str, object]) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in values.items())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+class _Narrator(Middleware):
+    """Turns what the agent does into lines, as it happens, and counts what the viewer
+    should see. A middleware, so its lines and the guide's come in the agent's order."""
+
+    def __init__(self, view: DemoView, result: DemoResult, workdir: Path) -> None:
+        self.view = view
+        self.result = result
+        self.workdir = workdir
+        self.started = time.monotonic()
+        self.hinted = False
+
+    def line(self, *parts: tuple[str, str]) -> None:
+        stamp = (f"{time.monotonic() - self.started:5.0f}s ", "dim")
+        self.view.log(Text.assemble(stamp, *parts))
+
+    def note(self, note: GuideNote) -> None:
+        style = "yellow" if note.replaced else "dim"
+        label = "  ⚑ guide: " if note.replaced else "  · "
+        self.line((f"step {note.step}", "bold"), (label + note.text, style))
+
+    def usage(self, step: int, usage: ContextUsage) -> None:
+        self.result.steps = step + 1
+        if self.result.peak is None or usage.total > self.result.peak.total:
+            self.result.peak = usage
+        self.view.usage(step + 1, usage)
+
+    def calling(self, step: int, tool: str) -> None:
+        what = f"writing the {tool} arguments" if tool else "choosing what to do"
+        self.view.status(f"step {step}: the model is {what}")
+
+    def summarizing(self) -> None:
+        self.view.status("compressing: the embedded model is writing the summary")
+
+    def context_event(self, event: ContextEvent) -> None:
+        if isinstance(event, TruncationEvent):
+            self.result.truncations += 1
+            self.line(
+                ("  ✂ truncated ", "bold red"),
+                (
+                    f"{event.tool_name} result: {event.tokens_before:,} → "
+                    f"{event.tokens_after:,} tokens (marker included); full text offloaded "
+                    f"to {_rel(event.offload_ref, self.workdir)}",
+                    "red",
+                ),
+            )
+        elif isinstance(event, CompressionEvent):
+            self.result.compressions.append(event)
+            how = (
+                "summary written by the model"
+                if event.method == "summary"
+                else f"FALLBACK: the summary failed ({event.error}), oldest messages dropped"
+            )
+            self.line(
+                ("  ⇣ compressed ", "bold magenta"),
+                (
+                    f"({event.trigger}, {how}, {event.attempts} attempt(s), "
+                    f"{event.duration_s:.1f}s): {event.tokens_before:,} → "
+                    f"{event.tokens_after:,} tokens; {event.messages_removed} message(s) "
+                    f"folded, {event.messages_kept} kept; originals offloaded to "
+                    f"{_rel(event.offload_ref, self.workdir)}",
+                    "magenta",
+                ),
+            )
+        elif isinstance(event, UsageHintEvent) and not self.hinted:
+            self.hinted = True  # shown once; it is repeated at every step past the mark
+            self.line(
+                ("  ℹ usage note ", "bold cyan"),
+                (
+                    f"appended to the input: {event.tokens:,} of {event.context_size:,} "
+                    "tokens used (not stored; repeated at each step past the mark)",
+                    "cyan",
+                ),
+            )
+        elif isinstance(event, ImageRemovalEvent):
+            self.line(("  ▣ images removed ", "bold"), (str(event.images_removed), ""))
+
+    async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
+        self.context_event(event)
+
+    async def on_tool_call(
+        self,
+        ctx: ToolCallContext,
+        call_next: Callable[[ToolCallContext], Awaitable[ToolResultBlock]],
+    ) -> ToolResultBlock:
+        call, step = ctx.call, ctx.step + 1
+        readback = call.name in READBACK_TOOLS
+        self.line(
+            (f"step {step}", "bold"),
+            ("  ↺ read-back " if readback else "  ▶ ", "bold green" if readback else "bold"),
+            (f"{call.name}({_args(call.input)})", "green" if readback else ""),
+        )
+        self.view.status(f"step {step}: running {call.name}")
+        result = await call_next(ctx)
+        text = result.text()
+        found = readback and not result.is_error
+        found = found and not text.startswith(("Error", "No matches", "No offloaded", "(no lines"))
+        if found:
+            self.result.readbacks += 1
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        tokens = ctx.agent.engine.counter.count_text(text)
+        self.line(
+            ("        ← ", "dim"),
+            (f"{result.name}: {tokens:,} tokens", "bold green" if found else "dim"),
+            (", offloaded content read back" if found else "", "green"),
+            (f": {first[:90]}", "dim"),
+        )
+        self.view.status(f"step {step + 1}: preparing the input (compresses if over the trigger)")
+        return result
+
+
+class _LogToView(logging.Handler):
+    """The library's warnings (e.g. nothing left to compress) as lines of the demo."""
+
+    def __init__(self, narrator: _Narrator) -> None:
+        super().__init__(logging.WARNING)
+        self.narrator = narrator
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.narrator.line(("  ! engine: ", "bold yellow"), (record.getMessage(), "yellow"))
+
+
+async def run_demo(
+    settings: DemoSettings,
+    model: ChatModelBase,
+    summarizer: ChatModelBase,
+    view: DemoView,
+) -> DemoResult:
+    """Run the agent on the task folder; every event goes to ``view`` as it happens."""
+    started = time.monotonic()
+    files = DemoFiles.scan(settings.folder)
+    workspace = LocalWorkspace(settings.workdir, fsync=False)
+    await workspace.initialize()
+    plan = Plan(files, settings.max_steps)
+    config = ContextConfig(
+        trigger_ratio=settings.trigger_ratio,
+        reserve_ratio=settings.reserve_ratio,
+        tool_result_limit=settings.tool_result_limit,
+        summary_attempts=2,
+    )
+    session_id = uuid.uuid4().hex
+    result = DemoResult(session_id=session_id, workdir=workspace.workdir)
+    narrator = _Narrator(view, result, workspace.workdir)
+    guide = Guide(
+        plan=plan,
+        files=files,
+        reader=workspace,
+        session_id=session_id,
+        guided=settings.guided,
+        on_note=narrator.note,
+        on_usage=narrator.usage,
+        on_call=narrator.calling,
+    )
+    toolkit = files.toolkit()
+    # Read and Grep only: Glob would cost the tiny window ~70 tokens and the plan needs none.
+    for func in readback_tools(workspace, session_id=session_id)[:2]:
+        toolkit.register(FunctionTool(func))
+    agent = Agent(
+        name="analyst",
+        system_prompt=_SYSTEM_PROMPT,
+        model=model,
+        toolkit=toolkit,
+        context_config=config,
+        offloader=workspace,
+        summarizer=summarizer,
+        middleware=[narrator, guide],
+        max_iters=settings.max_steps,
+        session_id=session_id,
+        tasks_enabled=False,
+        readback_tools=False,
+        parallel_tool_calls=False,
+    )
+    if isinstance(summarizer, MeteredLocalModel):
+        summarizer.on_summary = narrator.summarizing
+    task = _RUNS_TASK if files.recorded_runs else _FILES_TASK
+    narrator.line(("task: ", "bold"), (task, ""))
+    if settings.guided:
+        narrator.line(("plan (every step guided): ", "bold"), (PLAN_TEXT, "dim"))
+    handler = _LogToView(narrator)
+    logger.addHandler(handler)
+    view.start()
+    try:
+        view.status("step 1: loading the model and reading the prompt")
+        async for event in agent.stream(task):
+            if isinstance(event, ReplyEvent):
+                result.reply = event.msg.text
+    finally:
+        view.stop()
+        logger.removeHandler(handler)
+    result.guided_steps = guide.guided_steps
+    result.replaced_steps = guide.replaced_steps
+    result.provider_prompt, result.provider_cached = guide.prompt_tokens, guide.cached_tokens
+    result.items = await workspace.list_items(agent.session_id)
+    if isinstance(model, MeteredLocalModel):
+        result.agent_cache = model.meter
+    if isinstance(summarizer, MeteredLocalModel) and summarizer is not model:
+        result.summary_cache = summarizer.meter
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,296 @@
+"""The demo's parts without the embedded model: files, plan, guide, narration, errors."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from contextfold import StructuredOutputError
+from contextfold.cli import app
+from contextfold.cli._demo_files import DemoFiles, bundled_data_dir, render_file
+from contextfold.cli._demo_guide import FINAL_TOOL, Guide, Plan
+from contextfold.cli._demo_model import CacheMeter
+from contextfold.cli._demo_run import DemoSettings, run_demo
+from contextfold.cli._demo_view import LiveView, PlainView
+from contextfold.context import ContextUsage
+from contextfold.message import ToolCallBlock
+from contextfold.model import ScriptedModel, ScriptedRequest
+from contextfold.workspace import MemoryWorkspace
+
+runner = CliRunner()
+
+
+def _flat(output: str) -> str:
+    """The output without rich's error box and line wrapping."""
+    return " ".join(output.replace("│", " ").split())
+
+
+def _folder(tmp_path: Path, n: int = 3, size: int = 4000) -> Path:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for i in range(n):
+        lines = [f"file {i} line {k}: error code {k * i} in module m{k}" for k in range(size // 40)]
+        (folder / f"f{i}.txt").write_text("\n".join(lines))
+    return folder
+
+
+# -- files -------------------------------------------------------------------------
+
+
+def test_bundled_runs_are_shipped_with_their_license() -> None:
+    folder = bundled_data_dir()
+    files = DemoFiles.scan(folder)
+    assert len(files.names) == 3
+    assert files.recorded_runs
+    assert (folder / "LICENSE.md").read_text().startswith("MIT License")
+
+
+def test_recorded_run_renders_as_a_text_log_with_its_outcome() -> None:
+    folder = bundled_data_dir()
+    text = render_file(folder / "pydata__xarray-4629.traj.json")
+    assert text.startswith("# Recorded agent run pydata__xarray-4629 (38 messages)")
+    assert "## message 2: user" in text
+    assert "exit_status: Submitted" in text
+    assert "diff --git a/xarray/core/merge.py" in text
+
+
+async def test_read_file_refuses_a_name_outside_the_listing(tmp_path: Path) -> None:
+    files = DemoFiles.scan(_folder(tmp_path))
+    tool = files.toolkit().get("read_file")
+    assert tool is not None
+    assert (await tool(path="../secret")).startswith("Error: no file '../secret'")
+    assert files.read == []
+
+
+# -- plan --------------------------------------------------------------------------
+
+
+def test_plan_reads_files_until_a_compression_then_reads_back(tmp_path: Path) -> None:
+    files = DemoFiles.scan(_folder(tmp_path, n=5))
+    plan = Plan(files, max_steps=12)
+    tools = [plan.step(0).tool, plan.step(1).tool, plan.step(2).tool]
+    plan.compressed = True
+    tools += [plan.step(i).tool for i in range(3, 7)]
+    assert tools == [
+        "list_files",
+        "read_file",
+        "read_file",
+        "Grep",
+        "Read",
+        FINAL_TOOL,
+        FINAL_TOOL,
+    ]
+
+
+def test_plan_leaves_room_for_read_back_and_answer(tmp_path: Path) -> None:
+    files = DemoFiles.scan(_folder(tmp_path, n=5))
+    plan = Plan(files, max_steps=6)
+    assert [plan.step(i).tool for i in range(6)] == [
+        "list_files",
+        "read_file",
+        "read_file",
+        "Grep",
+        "Read",
+        FINAL_TOOL,
+    ]
+
+
+def test_plan_refuses_fewer_than_five_steps(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least 5 steps"):
+        Plan(DemoFiles.scan(_folder(tmp_path)), max_steps=4)
+
+
+# -- guide -------------------------------------------------------------------------
+
+
+async def _guide(tmp_path: Path) -> tuple[Guide, MemoryWorkspace]:
+    files = DemoFiles.scan(_folder(tmp_path))
+    workspace = MemoryWorkspace()
+    await workspace.initialize()
+    guide = Guide(plan=Plan(files, 8), files=files, reader=workspace, session_id="s1")
+    return guide, workspace
+
+
+def _call(name: str, **args: Any) -> ToolCallBlock:
+    return ToolCallBlock(id="c1", name=name, input=args)
+
+
+async def test_guide_keeps_valid_arguments(tmp_path: Path) -> None:
+    guide, _ = await _guide(tmp_path)
+    call = _call("read_file", path="f0.txt")
+    assert await guide._checked(2, call) is call
+    assert guide.replaced_steps == []
+
+
+async def test_guide_replaces_a_file_that_does_not_exist(tmp_path: Path) -> None:
+    guide, _ = await _guide(tmp_path)
+    guide.files.read.append("f0.txt")
+    fixed = await guide._checked(2, _call("read_file", path="/Users/x/nope.json"))
+    assert fixed.input == {"path": "f1.txt"}
+    assert guide.replaced_steps == [2]
+
+
+async def test_guide_replaces_an_invalid_regex_and_unknown_path(tmp_path: Path) -> None:
+    guide, _ = await _guide(tmp_path)
+    fixed = await guide._checked(5, _call("Grep", pattern="(unclosed", path="x"))
+    assert fixed.input["pattern"] == "(?i)error"
+    assert "path" not in fixed.input
+
+
+async def test_guide_points_read_at_an_offloaded_result(tmp_path: Path) -> None:
+    guide, workspace = await _guide(tmp_path)
+    from contextfold.message import ToolResultBlock
+
+    ref = await workspace.offload_tool_result(
+        "s1", ToolResultBlock(id="t1", name="read_file", output="a\nb\nc")
+    )
+    fixed = await guide._checked(6, _call("Read", path="test_*.py", limit=500))
+    assert fixed.input == {"path": ref, "offset": 10, "limit": 30}
+
+
+async def test_guide_completes_a_partial_reference(tmp_path: Path) -> None:
+    guide, workspace = await _guide(tmp_path)
+    from contextfold.message import ToolResultBlock
+
+    ref = await workspace.offload_tool_result(
+        "s1", ToolResultBlock(id="t1", name="read_file", output="a\nb\nc")
+    )
+    name = ref.rsplit("/", 1)[-1]
+    fixed = await guide._checked(6, _call("Read", path=name, offset=1, limit=2))
+    assert fixed.input == {"path": ref, "offset": 1, "limit": 2}
+
+
+# -- a whole run with scripted models -------------------------------------------------
+
+
+def _agent_script(request: ScriptedRequest) -> Any:
+    choice = request.tool_choice
+    if choice == "read_file":
+        return {"path": "not-a-file.txt"}
+    if choice == "Grep":
+        return {"pattern": "error code 1"}
+    if choice == "Read":
+        return {"path": "bogus"}
+    if choice == FINAL_TOOL:
+        return {"text": "All files list error codes."}
+    return {}
+
+
+async def test_scripted_run_truncates_compresses_by_fallback_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(_agent_script, context_size=2048)
+    summarizer = ScriptedModel(lambda request: StructuredOutputError("no summary today"))
+    out = io.StringIO()
+    settings = DemoSettings(
+        folder=_folder(tmp_path),
+        workdir=tmp_path / "work",
+        context_size=2048,
+        tool_result_limit=200,
+        max_steps=8,
+        guided=True,
+    )
+    result = await run_demo(settings, model, summarizer, PlainView(Console(file=out, width=200)))
+    text = out.getvalue()
+    assert result.reply == "All files list error codes."
+    assert result.truncations >= 1
+    assert [c.method for c in result.compressions][:1] == ["truncation"]
+    assert result.readbacks >= 1
+    assert "FALLBACK: the summary failed" in text
+    assert "offloaded content read back" in text
+    assert {i.kind for i in result.items} >= {"tool_result", "context"}
+
+
+# -- the command line ----------------------------------------------------------------
+
+
+def test_every_command_is_registered() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("demo", "replay", "inspect"):
+        assert command in _flat(result.output)
+
+
+def test_unknown_model_provider_exits_2_naming_the_choices() -> None:
+    result = runner.invoke(app, ["demo", "--model", "gemini:pro"])
+    assert result.exit_code == 2
+    assert "unknown model provider 'gemini'" in _flat(result.output)
+
+
+def test_missing_api_key_exits_2_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = runner.invoke(app, ["demo", "--model", "openai:gpt-4o-mini"])
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in _flat(result.output)
+
+
+def test_missing_local_extra_exits_2_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 2
+    assert "contextfold[local]" in _flat(result.output)
+
+
+def test_base_url_with_the_embedded_model_exits_2() -> None:
+    result = runner.invoke(app, ["demo", "--base-url", "http://localhost:1/v1"])
+    assert result.exit_code == 2
+    assert "takes no --base-url" in _flat(result.output)
+
+
+def test_missing_folder_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--path", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no such directory" in _flat(result.output)
+
+
+def test_too_few_steps_exit_2() -> None:
+    result = runner.invoke(app, ["demo", "--max-steps", "3"])
+    assert result.exit_code == 2
+    assert "--max-steps" in _flat(result.output)
+
+
+# -- what is shown --------------------------------------------------------------------
+
+
+def _usage() -> ContextUsage:
+    return ContextUsage(
+        system=700, summary=300, context=900, tools=120, overhead=3, context_size=2560
+    )
+
+
+def test_cache_meter_counts_cached_tokens_and_time_saved() -> None:
+    meter = CacheMeter()
+    meter.add(1000, 1000, 5.0)
+    meter.add(1200, 200, 1.0)
+    assert (meter.prompt_tokens, meter.cached, meter.completions) == (2200, 1000, 2)
+    assert meter.seconds_saved == pytest.approx(1000 * 6.0 / 1200)
+
+
+def test_plain_view_prints_the_three_layers_on_one_line() -> None:
+    out = io.StringIO()
+    PlainView(Console(file=out, width=300)).usage(3, _usage())
+    assert out.getvalue().strip() == (
+        "step 3 input: system prompt+tools 823 · summary 300 · context 900 = "
+        "2,023 of 2,560 tokens (79%)"
+    )
+
+
+def test_live_view_draws_a_bar_per_layer_and_the_trigger() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=140)
+    view = LiveView(console, trigger_ratio=0.75, model_name="m")
+    view.usage(4, _usage())
+    view.status("step 4: thinking")
+    console.print(view._render())
+    text = out.getvalue()
+    for label in ("system prompt + tools", "summary", "context", "window 2,560"):
+        assert label in text
+    assert "compression trigger at 75% (1,920 tokens)" in text
+    assert "step 4: thinking" in text
