@@ -331,6 +331,10 @@ class WorkspaceContract:
         with pytest.raises(ValueError, match="invalid regular expression"):
             await workspace.grep("(unclosed")
 
+    async def test_grep_huge_repeat_count_is_a_value_error(self, workspace: BaseWorkspace) -> None:
+        with pytest.raises(ValueError, match="repeats too much"):
+            await workspace.grep("((a{1000}){1000}){1000}")
+
     # -- purge -----------------------------------------------------------------------------
 
     async def test_purge_removes_only_that_session(self, workspace: BaseWorkspace) -> None:

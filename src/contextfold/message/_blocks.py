@@ -24,7 +24,8 @@ __all__ = [
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Tool input and result metadata hold arbitrary JSON: keep Infinity/NaN (see ``Msg``).
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
 
 class TextBlock(_Block):

@@ -51,7 +51,10 @@ class Msg(BaseModel):
     cached per message, so changes go through ``model_copy(update=...)`` instead.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # Provider messages may carry Infinity/NaN in unknown fields (kept in ``metadata``);
+    # the JSON form writes them as those constants, not null, so a stored copy is exact.
+    # The outermost model's setting governs a dump, so this covers the blocks inside too.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     name: str
     content: str | list[ContentBlock]

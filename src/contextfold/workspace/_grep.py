@@ -1,16 +1,166 @@
-"""Regex search over stored text with a deadline, so hostile patterns cannot hang."""
+"""Regex search over stored text with a deadline, so hostile patterns cannot hang.
+
+Compiling is bounded too: ``regex`` expands counted repeats when it compiles, so
+``a{99999999}`` would allocate gigabytes before any deadline applies. A pattern is refused
+first when it is longer than ``MAX_PATTERN_LENGTH`` or when its repeats expand to more than
+``MAX_REPEAT_EXPANSION`` items (see ``check_pattern_size``).
+"""
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import regex
 
 from ._types import GrepMatch
 
-__all__ = ["Searcher"]
+__all__ = ["MAX_PATTERN_LENGTH", "MAX_REPEAT_EXPANSION", "Searcher", "check_pattern_size"]
+
+MAX_PATTERN_LENGTH = 1_000
+"""Longest pattern, in characters, that ``grep`` compiles."""
+
+MAX_REPEAT_EXPANSION = 10_000
+"""Most items a pattern may expand to: every atom counts 1, ``x{m,n}`` counts ``n`` copies
+of ``x`` (``x{m,}`` counts ``m``; ``*``, ``+`` and ``?`` count 1), nested repeats multiply
+and the parts of a sequence or alternation add up. ``a{10000}`` is the largest single
+repeat; compiling it takes a few MB."""
+
+try:  # the stdlib's own regex parser: private, so its absence only loses precision
+    _sre_parser: Any = importlib.import_module("re._parser")
+    _sre_constants: Any = importlib.import_module("re._constants")
+except ImportError:  # pragma: no cover - a Python that moved its parser
+    _sre_parser = _sre_constants = None
+
+_DIGITS = frozenset("0123456789")
+_REPEAT_OPS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def check_pattern_size(pattern: str) -> None:
+    """Raise ``ValueError`` when compiling ``pattern`` could take too much memory.
+
+    The expansion is measured on the stdlib parser's tree. Where that parser reads the
+    pattern differently from ``regex`` (``regex``-only syntax, or verbose mode, in which
+    ``regex`` skips blanks and comments inside ``{m,n}``), a coarser bound is used: the
+    pattern length times the product of every count-like ``{m,n}`` in the text.
+    """
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(
+            f"the regular expression is {len(pattern):,} characters long, over the limit of "
+            f"{MAX_PATTERN_LENGTH:,}; search for a shorter, more specific pattern"
+        )
+    size = _tree_expansion(pattern)
+    if size is None:
+        size = _textual_expansion(pattern)
+    if size > MAX_REPEAT_EXPANSION:
+        raise ValueError(
+            f"the regular expression {pattern[:80]!r} repeats too much: its counted repeats "
+            f"({{m,n}}) expand to more than {MAX_REPEAT_EXPANSION:,} items; use smaller "
+            "counts, or '+' / '*' instead of large {m,n}"
+        )
+
+
+def _tree_expansion(pattern: str) -> int | None:
+    """The expansion per the stdlib parser, or ``None`` when it cannot be trusted."""
+    if _sre_parser is None:
+        return None
+    try:
+        tree = _sre_parser.parse(pattern)
+    except Exception:  # re.error, OverflowError, RecursionError: regex-only syntax or odd
+        return None
+    if tree.state.flags & _sre_constants.SRE_FLAG_VERBOSE:
+        return None
+    try:
+        return _weigh(tree)
+    except _VerboseScope:
+        return None
+    except RecursionError:  # pragma: no cover - the parser recursed deeper than we do
+        return None
+
+
+class _VerboseScope(Exception):
+    """A ``(?x:...)`` group: the stdlib reads counts there differently from ``regex``."""
+
+
+def _weigh(seq: Any) -> int:
+    """Items ``seq`` (a parsed ``SubPattern``) expands to, saturating past the limit."""
+    total = 0
+    for op, av in seq:
+        if any(op is _sre_constants.__dict__.get(name) for name in _REPEAT_OPS):
+            low, high, body = av
+            copies = _copies(low, None if high == _sre_constants.MAXREPEAT else high)
+            total += copies * _weigh(body)
+        else:
+            if op is _sre_constants.SUBPATTERN and av[1] & _sre_constants.SRE_FLAG_VERBOSE:
+                raise _VerboseScope
+            # Any other node: itself plus whatever subpatterns it holds (groups,
+            # lookarounds, alternatives, conditionals), found generically so a new
+            # node kind cannot hide a repeat.
+            total += 1 + sum(_weigh(sub) for sub in _subpatterns(av))
+        total = min(total, MAX_REPEAT_EXPANSION + 1)
+    return total
+
+
+def _subpatterns(av: Any) -> list[Any]:
+    found: list[Any] = []
+    if isinstance(av, _sre_parser.SubPattern):
+        found.append(av)
+    elif isinstance(av, (tuple, list)):
+        for item in av:
+            found.extend(_subpatterns(item))
+    return found
+
+
+def _copies(low: int, high: int | None) -> int:
+    """How many copies of its body a repeat makes ``regex`` allocate, at least 1."""
+    return max(1, min(high if high is not None else low, MAX_REPEAT_EXPANSION + 1))
+
+
+def _textual_expansion(pattern: str) -> int:
+    """An upper bound read off the text: every character may sit inside every count.
+
+    Counts are found the way ``regex`` reads them, blanks and ``#`` comments skipped, so
+    ``(?x)a{1 0}`` counts 10; a brace that is really a literal only makes the bound larger.
+    """
+    limit = MAX_REPEAT_EXPANSION + 1
+    product = len(pattern)
+    for start, ch in enumerate(pattern):
+        if ch == "{":
+            product = min(product * _count_at(pattern, start + 1), limit)
+    return max(product, 1)
+
+
+def _count_at(pattern: str, pos: int) -> int:
+    """The copies a ``{m,n}`` whose body starts at ``pos`` makes, or 1 if it is none."""
+    low = high = ""
+    comma = False
+    while pos < len(pattern):
+        ch = pattern[pos]
+        if ch.isspace():
+            pos += 1
+        elif ch == "#":
+            end = pattern.find("\n", pos)
+            if end < 0:
+                return 1
+            pos = end + 1
+        elif ch in _DIGITS:
+            if comma:
+                high += ch
+            else:
+                low += ch
+            pos += 1
+        elif ch == "," and not comma:
+            comma = True
+            pos += 1
+        elif ch == "}":
+            if not comma and not low:
+                return 1
+            return _copies(int(low or 0), int(high) if high else None)
+        else:
+            return 1
+    return 1
 
 
 class Searcher:
@@ -21,10 +171,17 @@ class Searcher:
     """
 
     def __init__(self, pattern: str, *, timeout: float, max_results: int, context: int) -> None:
+        check_pattern_size(pattern)
         try:
-            self._pattern = regex.compile(pattern)
+            # Not cached: a model sending many large patterns must not pin them all.
+            self._pattern = regex.compile(pattern, cache_pattern=False)
         except regex.error as exc:
             raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        except RecursionError as exc:
+            raise ValueError(
+                f"the regular expression {pattern[:80]!r} nests groups too deeply; "
+                "use fewer nested parentheses"
+            ) from exc
         self._deadline = time.monotonic() + timeout
         self._timeout = timeout
         self._context = max(0, context)
