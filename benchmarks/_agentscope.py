@@ -1,0 +1,325 @@
+"""Drive AgentScope 2.0.11's real ``Agent`` with a replaying model and a replaying tool.
+
+The model subclasses AgentScope's ``ChatModelBase`` and answers each reasoning call with
+the next recorded assistant turn (text plus one ``bash`` tool call); structured-output
+calls (context compression) are answered by the shared extractive summarizer. The
+``bash`` tool returns the recorded output. Both are timed and their time is excluded
+from the framework clock, so what remains is AgentScope's own work per step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+try:
+    from agentscope.agent import Agent, ContextConfig, ReActConfig
+    from agentscope.credential import CredentialBase
+    from agentscope.formatter import OpenAIChatFormatter
+    from agentscope.message import (
+        AssistantMsg,
+        HintBlock,
+        Msg,
+        TextBlock,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        ToolResultState,
+        UserMsg,
+    )
+    from agentscope.model import ChatModelBase, ChatResponse
+    from agentscope.permission import PermissionBehavior, PermissionDecision
+    from agentscope.tool import FunctionTool, ToolChunk, Toolkit
+    from agentscope.workspace import LocalWorkspace
+except ImportError as exc:  # pragma: no cover - depends on the optional group
+    raise ImportError(
+        "The benchmarks need AgentScope: pip install 'agentscope==2.0.11' "
+        "(the 'bench' optional dependency group)"
+    ) from exc
+
+from ._common import Compression, FrameworkClock, RunResult
+from ._data import FINAL_TEXT, Session
+from ._summarizer import summarize
+
+__all__ = [
+    "VERSION",
+    "count_text_tokens",
+    "counted_text",
+    "estimate",
+    "flatten",
+    "render",
+    "run_session",
+    "tool_output_estimate",
+]
+
+import agentscope
+
+VERSION = agentscope.__version__
+_TEMPLATE = ContextConfig().summary_template
+
+
+def _call_text(block: ToolCallBlock) -> str:
+    try:
+        data = json.loads(block.input)
+    except (TypeError, ValueError):
+        return str(block.input)
+    if isinstance(data, dict):
+        return "\n".join(str(v) for v in data.values())
+    return str(data)
+
+
+def _block_items(role: str, block: Any) -> list[tuple[str, str]]:
+    if isinstance(block, TextBlock):
+        return [(role, block.text)]
+    if isinstance(block, ThinkingBlock):
+        return [(role, block.thinking)]
+    if isinstance(block, HintBlock):
+        hint = block.hint
+        text = hint if isinstance(hint, str) else "\n".join(getattr(b, "text", "") for b in hint)
+        return [(role, text)]
+    if isinstance(block, ToolCallBlock):
+        return [("assistant", _call_text(block))]
+    if isinstance(block, ToolResultBlock):
+        out = block.output
+        text = out if isinstance(out, str) else "\n".join(getattr(b, "text", "") for b in out)
+        return [("tool", text)]
+    return []
+
+
+def flatten(msgs: list[Msg]) -> list[tuple[str, str]]:
+    """AgentScope messages as the summarizer's neutral ``(role, text)`` items."""
+    items: list[tuple[str, str]] = []
+    for m in msgs:
+        for b in m.get_content_blocks():
+            items.extend(_block_items(m.role, b))
+    return items
+
+
+def render(msgs: list[Msg], tools: list[dict[str, Any]] | None) -> str:
+    """A neutral text rendering of a request, for the prefix-stability figure."""
+    parts = [json.dumps(tools or [], sort_keys=True)]
+    for m in msgs:
+        parts.append(f"<|{m.role}|>")
+        for b in m.get_content_blocks():
+            for _, text in _block_items(m.role, b):
+                parts.append(text)
+    return "\n".join(parts)
+
+
+class ReplayModel(ChatModelBase):
+    """Answers reasoning calls with recorded turns and compression calls by summarizing."""
+
+    def __init__(
+        self, session: Session, clock: FrameworkClock, *, context_size: int, record: bool
+    ) -> None:
+        super().__init__(
+            credential=CredentialBase(),
+            model="replay",
+            parameters=ChatModelBase.Parameters(),
+            stream=False,
+            max_retries=0,
+            context_size=context_size,
+        )
+        # The agent reads the formatter's supported media types; a replay never formats.
+        self.formatter = OpenAIChatFormatter()
+        self.session = session
+        self.clock = clock
+        self.record = record
+        self.step = 0
+        self.step_marks: list[float] = []
+        self.compressions: list[Compression] = []
+        self.requests: list[str] = []
+        self.estimates: list[tuple[int, int]] = []
+        self.inputs: list[tuple[list[Msg], list[dict[str, Any]] | None]] = []
+
+    async def _call_api(
+        self,
+        model_name: str,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        mark = self.clock.now()
+        start = time.perf_counter()
+        try:
+            if tools and tools[0]["function"]["name"] == "generate_structured_output":
+                return self._summarize(messages)
+            self.step_marks.append(mark)
+            if self.record:
+                self.requests.append(render(messages, tools))
+                self.inputs.append((messages, tools))
+            return self._next_turn()
+        finally:
+            self.clock.add(time.perf_counter() - start, kind="model")
+
+    def _next_turn(self) -> ChatResponse:
+        steps = self.session.steps
+        if self.step >= len(steps):
+            return ChatResponse(content=[TextBlock(text=FINAL_TEXT)], is_last=True)
+        st = steps[self.step]
+        self.step += 1
+        content: list[Any] = []
+        if st.thought:
+            content.append(TextBlock(text=st.thought))
+        content.append(
+            ToolCallBlock(
+                id=f"call_{self.step}", name="bash", input=json.dumps({"command": st.command})
+            )
+        )
+        return ChatResponse(content=content, is_last=True)
+
+    def _summarize(self, messages: list[Msg]) -> ChatResponse:
+        # messages = system, [previous summary], span..., compression prompt
+        start = 1
+        if len(messages) > 1 and "<system-info>" in (messages[1].get_text_content() or ""):
+            start = 2
+        span = messages[start:-1]
+        fields = summarize(flatten(messages))
+        self.compressions.append(
+            Compression(
+                span_text="\n".join(t for _, t in flatten(span)),
+                # Exactly what the agent stores as its summary (before the offload reminder).
+                summary_text=_TEMPLATE.format(**fields),
+            )
+        )
+        call = ToolCallBlock(
+            id=f"summary_{len(self.compressions)}",
+            name="generate_structured_output",
+            input=json.dumps(fields),
+        )
+        return ChatResponse(content=[call], is_last=True)
+
+
+def _make_tool(session: Session, clock: FrameworkClock) -> FunctionTool:
+    outputs = [s.output for s in session.steps]
+    index = {"i": 0}
+
+    async def bash(command: str) -> ToolChunk:
+        """Run a shell command.
+
+        Args:
+            command (`str`):
+                The command to run.
+        """
+        start = time.perf_counter()
+        i = index["i"]
+        index["i"] += 1
+        out = outputs[i] if i < len(outputs) else ""
+        chunk = ToolChunk(content=[TextBlock(text=out)], state=ToolResultState.SUCCESS)
+        clock.add(time.perf_counter() - start, kind="tool")
+        return chunk
+
+    return FunctionTool(
+        bash,
+        name="bash",
+        permission=PermissionDecision(behavior=PermissionBehavior.ALLOW, message="replay"),
+    )
+
+
+async def count_text_tokens(text: str) -> int:
+    """AgentScope's token count of one user message holding ``text`` (its bytes/4 rule)."""
+    model = ChatModelBase.count_tokens
+    return await model(None, [UserMsg(name="user", content=text)], None)  # type: ignore[arg-type]
+
+
+async def run_session(
+    session: Session,
+    *,
+    context_size: int,
+    record: bool = False,
+    tool_result_limit: int = 3000,
+    workdir: Path | None = None,
+) -> RunResult:
+    """Replay ``session`` through AgentScope's ``Agent``; return per-step framework time."""
+    clock = FrameworkClock()
+    model = ReplayModel(session, clock, context_size=context_size, record=record)
+    tmp = tempfile.TemporaryDirectory(prefix="bench-as-") if workdir is None else None
+    root = Path(tmp.name) if tmp else workdir
+    assert root is not None
+    try:
+        workspace = LocalWorkspace(workdir=str(root / "ws"))
+        await workspace.initialize()
+        agent = Agent(
+            name="replay",
+            system_prompt=session.system,
+            model=model,
+            toolkit=Toolkit(tools=[_make_tool(session, clock)]),
+            offloader=workspace,
+            context_config=ContextConfig(tool_result_limit=tool_result_limit),
+            react_config=ReActConfig(max_iters=len(session.steps) + 10),
+        )
+        wall0 = time.perf_counter()
+        f0 = clock.now()
+        reply = await agent.reply(UserMsg(name="user", content=session.task))
+        f_end = clock.now()
+        wall = time.perf_counter() - wall0
+        if model.step != len(session.steps):
+            raise RuntimeError(
+                f"AgentScope replay of {session.name} stopped at step {model.step} of "
+                f"{len(session.steps)}: {reply.get_text_content()!r}"
+            )
+        marks = [f0, *model.step_marks, f_end]
+        overheads = [b - a for a, b in itertools.pairwise(marks)]
+        result = RunResult(
+            system="agentscope",
+            session=session.name,
+            step_overheads=overheads,
+            step_history=[2 + 2 * i for i in range(len(overheads))],
+            total_overhead=f_end - f0,
+            model_time=clock.model_time,
+            tool_time=clock.tool_time,
+            wall=wall,
+            compressions=model.compressions,
+            requests=model.requests,
+        )
+        result.extra["final_summary"] = str(agent.state.summary or "")
+        sessions_dir = root / "ws" / "sessions"
+        if sessions_dir.exists():
+            result.offload_text = "\n".join(
+                p.read_text(encoding="utf-8", errors="replace")
+                for p in sorted(sessions_dir.rglob("*"))
+                if p.is_file()
+            )
+        result.extra["inputs"] = model.inputs
+        return result
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def counted_text(messages: list[Msg], tools: list[dict[str, Any]] | None) -> str:
+    """The exact text AgentScope's ``count_tokens`` measures (its bytes/4 input)."""
+    parts: list[str] = []
+    for m in messages:
+        for b in m.get_content_blocks():
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, ThinkingBlock):
+                parts.append(b.thinking)
+            elif isinstance(b, HintBlock):
+                h = b.hint
+                parts.extend([h] if isinstance(h, str) else [getattr(x, "text", "") for x in h])
+            elif isinstance(b, ToolCallBlock):
+                parts.append(b.input)
+            elif isinstance(b, ToolResultBlock):
+                o = b.output
+                parts.extend([o] if isinstance(o, str) else [getattr(x, "text", "") for x in o])
+    if tools:
+        parts.append(json.dumps(tools, ensure_ascii=False))
+    return "".join(parts)
+
+
+async def estimate(messages: list[Msg], tools: list[dict[str, Any]] | None) -> int:
+    """AgentScope's own estimate for a request (``ChatModelBase.count_tokens``)."""
+    return int(await ChatModelBase.count_tokens(None, messages, tools))  # type: ignore[arg-type]
+
+
+async def tool_output_estimate(text: str) -> int:
+    """AgentScope's count for a tool output when deciding whether to truncate it."""
+    msg = AssistantMsg("replay", content=[TextBlock(text=text)])
+    return int(await ChatModelBase.count_tokens(None, [msg], None))  # type: ignore[arg-type]
