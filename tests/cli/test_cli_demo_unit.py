@@ -21,6 +21,7 @@ from contextfold.cli._demo_view import LiveView, PlainView
 from contextfold.context import ContextUsage
 from contextfold.message import ToolCallBlock
 from contextfold.model import ScriptedModel, ScriptedRequest
+from contextfold.model._local import KVCacheStats
 from contextfold.workspace import MemoryWorkspace
 
 runner = CliRunner()
@@ -207,6 +208,36 @@ async def test_scripted_run_truncates_compresses_by_fallback_and_reads_back(
     assert {i.kind for i in result.items} >= {"tool_result", "context"}
 
 
+def _has_usage_hint(request: ScriptedRequest) -> bool:
+    return any(m.metadata.get("contextfold") == "usage_hint" for m in request.messages)
+
+
+async def test_final_answer_request_leaves_the_usage_note_out(tmp_path: Path) -> None:
+    requests: list[ScriptedRequest] = []
+
+    def script(request: ScriptedRequest) -> Any:
+        requests.append(request)
+        return _agent_script(request)
+
+    model = ScriptedModel(script, context_size=2048)
+    summarizer = ScriptedModel(lambda request: StructuredOutputError("no summary today"))
+    out = io.StringIO()
+    settings = DemoSettings(
+        folder=_folder(tmp_path),
+        workdir=tmp_path / "work",
+        context_size=2048,
+        tool_result_limit=400,  # so the last step is past the hint mark (73%)
+        max_steps=5,
+        guided=True,
+    )
+    await run_demo(settings, model, summarizer, PlainView(Console(file=out, width=200)))
+    final = requests[-1]
+    assert final.tool_choice == FINAL_TOOL
+    assert not _has_usage_hint(final)
+    # Printed only when the note was the request's last message and was taken out.
+    assert "step 5  · usage note left out" in out.getvalue()
+
+
 # -- the command line ----------------------------------------------------------------
 
 
@@ -266,10 +297,12 @@ def _usage() -> ContextUsage:
 
 
 def test_cache_meter_counts_cached_tokens_and_time_saved() -> None:
-    meter = CacheMeter()
-    meter.add(1000, 1000, 5.0)
-    meter.add(1200, 200, 1.0)
+    stats = KVCacheStats(
+        completions=2, prompt_tokens=2200, cache_read_tokens=1000, prompt_eval_seconds=6.0
+    )
+    meter = CacheMeter.of(stats)
     assert (meter.prompt_tokens, meter.cached, meter.completions) == (2200, 1000, 2)
+    assert meter.evaluated == 1200
     assert meter.seconds_saved == pytest.approx(1000 * 6.0 / 1200)
 
 

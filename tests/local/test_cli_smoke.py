@@ -1,4 +1,8 @@
-"""The ``contextfold`` CLI: version and the embedded-model smoke demo."""
+"""The ``contextfold`` CLI: version.
+
+The demo command is tested in ``tests/cli``; the count-equals-prompt_tokens check the old
+smoke demo printed is ``test_local_counter.py::test_count_equals_prompt_tokens_...``.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,3 @@ def test_version_prints_the_package_name() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.output.startswith("contextfold ")
-
-
-def test_demo_answers_and_reports_matching_token_counts() -> None:
-    result = runner.invoke(app, ["demo", "--max-tokens", "16"])
-    assert result.exit_code == 0, result.output
-    assert "A:" in result.output
-    assert "OK: the count equals llama.cpp's prompt_tokens" in result.output

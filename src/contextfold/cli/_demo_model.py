@@ -1,29 +1,26 @@
-"""The demo's models: the embedded one, metered for its KV-cache reuse, or any adapter."""
+"""The demo's models: the embedded one, or any adapter; and the KV-cache figures."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._exceptions import MissingDependencyError
 from ..message import Msg
 from ..model import ChatModelBase, model_from_string
-from ..model._local import LocalChatModel
+from ..model._local import KVCacheStats, LocalChatModel
 
-if TYPE_CHECKING:
-    from ..model._local import _Completion
-
-__all__ = ["CacheMeter", "MeteredLocalModel", "build_models", "is_local"]
+__all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meter", "is_local"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class CacheMeter:
     """Prompt tokens llama.cpp was given, and how many it actually evaluated.
 
-    ``evaluated`` comes from llama.cpp's own performance counters (``n_p_eval``), read
-    before and after each completion, so it is measured, not predicted; the rest of each
-    prompt was served from the KV cache because it matched the previous prompt's prefix.
+    The embedded model measures this itself (:attr:`LocalChatModel.kv_cache`, from
+    llama.cpp's own counters); the rest of each prompt was served from the KV cache
+    because it matched the previous prompt's prefix.
     """
 
     prompt_tokens: int = 0
@@ -31,6 +28,16 @@ class CacheMeter:
     completions: int = 0
     eval_seconds: float = 0.0
     """Time llama.cpp spent evaluating prompt tokens (its ``t_p_eval_ms``)."""
+
+    @classmethod
+    def of(cls, stats: KVCacheStats) -> CacheMeter:
+        """The figures of one embedded model's running totals."""
+        return cls(
+            prompt_tokens=stats.prompt_tokens,
+            evaluated=stats.evaluated_tokens,
+            completions=stats.completions,
+            eval_seconds=stats.prompt_eval_seconds,
+        )
 
     @property
     def cached(self) -> int:
@@ -42,39 +49,19 @@ class CacheMeter:
         """Prompt-reading time the cached tokens would have cost, at the measured rate."""
         return self.cached * self.eval_seconds / self.evaluated if self.evaluated else 0.0
 
-    def add(self, prompt_tokens: int, evaluated: int, seconds: float) -> None:
-        """Record one completion."""
-        self.prompt_tokens += prompt_tokens
-        self.evaluated += evaluated
-        self.eval_seconds += seconds
-        self.completions += 1
+
+def cache_meter(model: ChatModelBase) -> CacheMeter | None:
+    """The KV-cache figures of an embedded model; None for a remote one."""
+    return CacheMeter.of(model.kv_cache) if isinstance(model, LocalChatModel) else None
 
 
-class MeteredLocalModel(LocalChatModel):
-    """The embedded model, counting the prompt tokens each completion really evaluated.
-
-    ``on_summary`` is called when a structured (summary) request starts, so the demo can
-    say that the model is writing a summary.
-    """
+class NarratedLocalModel(LocalChatModel):
+    """The embedded model as the summarizer: ``on_summary`` is called when a structured
+    (summary) request starts, so the demo can say that the model is writing a summary."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.meter = CacheMeter()
         self.on_summary: Callable[[], None] | None = None
-
-    def _complete(self, prompt: str, **kwargs: Any) -> _Completion:
-        import llama_cpp
-
-        llama = self._load()
-        before = llama_cpp.llama_perf_context(llama.ctx)
-        done = super()._complete(prompt, **kwargs)
-        after = llama_cpp.llama_perf_context(llama.ctx)
-        # llama-cpp-python replays at least one prompt token; a single-token batch is
-        # counted by llama.cpp as generation (n_eval), not prompt evaluation.
-        evaluated = max(after.n_p_eval - before.n_p_eval, 1)
-        seconds = (after.t_p_eval_ms - before.t_p_eval_ms) / 1000
-        self.meter.add(done.prompt_tokens, evaluated, seconds)
-        return done
 
     async def structured(
         self, messages: Sequence[Msg], schema: dict[str, Any], **kwargs: Any
@@ -118,8 +105,8 @@ def build_models(
             )
         _check_local_extra()
         path = spec.split(":", 1)[1].strip() if ":" in spec else ""
-        local = MeteredLocalModel(path or None, context_size=context_size, max_tokens=256)
-        summarizer = MeteredLocalModel(
+        local = LocalChatModel(path or None, context_size=context_size, max_tokens=256)
+        summarizer = NarratedLocalModel(
             path or None, context_size=summary_window, max_tokens=400, temperature=0.0
         )
         return local, summarizer

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.text import Text
 
 from .._logging import logger
-from ..agent import Agent, Middleware, ReplyEvent, ToolCallContext
+from ..agent import Agent, Middleware, ModelCallContext, ReplyEvent, ToolCallContext
 from ..context import (
     CompressionEvent,
     ContextConfig,
@@ -23,14 +23,14 @@ from ..context import (
     TruncationEvent,
     UsageHintEvent,
 )
-from ..message import ToolResultBlock
-from ..model import ChatModelBase
+from ..message import HintBlock, Msg, ToolResultBlock
+from ..model import ChatModelBase, ChatResponse
 from ..tool import FunctionTool
 from ..tool._readback import readback_tools
 from ..workspace import ItemInfo, LocalWorkspace
 from ._demo_files import DemoFiles
-from ._demo_guide import PLAN_TEXT, READBACK_TOOLS, Guide, GuideNote, Plan
-from ._demo_model import CacheMeter, MeteredLocalModel
+from ._demo_guide import FINAL_TOOL, PLAN_TEXT, READBACK_TOOLS, Guide, GuideNote, Plan
+from ._demo_model import CacheMeter, NarratedLocalModel, cache_meter
 from ._demo_view import DemoView
 
 __all__ = ["DemoResult", "DemoSettings", "run_demo"]
@@ -207,6 +207,45 @@ class _Narrator(Middleware):
         return result
 
 
+def _is_usage_hint(msg: Msg) -> bool:
+    """The engine's context-usage note (``contextfold.context._hint.usage_hint``)."""
+    return (
+        msg.role == "user"
+        and msg.metadata.get("contextfold") == "usage_hint"
+        and isinstance(msg.content, list)
+        and all(isinstance(b, HintBlock) for b in msg.content)
+    )
+
+
+class _AnswerWithoutUsageNote(Middleware):
+    """Leaves the usage note out of the request that writes the final answer.
+
+    Past the hint mark the engine appends "Context usage: N of M tokens ... summarized
+    automatically at 75%" as the last user message of every request. For the final
+    answer that note is both useless (no step follows to act on it) and harmful: a 135M
+    model writes about the most recent text it saw, so its report turned into a
+    paraphrase of the note ("the context usage is preserved ... at 75%"). Must come
+    after the Guide, which sets ``tool_choice`` to the final answer.
+    """
+
+    def __init__(self, on_note: Callable[[GuideNote], None]) -> None:
+        self.on_note = on_note
+
+    async def on_model_call(
+        self,
+        ctx: ModelCallContext,
+        call_next: Callable[[ModelCallContext], Awaitable[ChatResponse]],
+    ) -> ChatResponse:
+        if ctx.tool_choice == FINAL_TOOL and ctx.messages and _is_usage_hint(ctx.messages[-1]):
+            ctx.messages = ctx.messages[:-1]
+            self.on_note(
+                GuideNote(
+                    ctx.step + 1, "usage note left out: the final answer needs no usage advice"
+                )
+            )
+        return await call_next(ctx)
+
+
 class _LogToView(logging.Handler):
     """The library's warnings (e.g. nothing left to compress) as lines of the demo."""
 
@@ -261,14 +300,14 @@ async def run_demo(
         context_config=config,
         offloader=workspace,
         summarizer=summarizer,
-        middleware=[narrator, guide],
+        middleware=[narrator, guide, _AnswerWithoutUsageNote(narrator.note)],
         max_iters=settings.max_steps,
         session_id=session_id,
         tasks_enabled=False,
         readback_tools=False,
         parallel_tool_calls=False,
     )
-    if isinstance(summarizer, MeteredLocalModel):
+    if isinstance(summarizer, NarratedLocalModel):
         summarizer.on_summary = narrator.summarizing
     task = _RUNS_TASK if files.recorded_runs else _FILES_TASK
     narrator.line(("task: ", "bold"), (task, ""))
@@ -289,9 +328,8 @@ async def run_demo(
     result.replaced_steps = guide.replaced_steps
     result.provider_prompt, result.provider_cached = guide.prompt_tokens, guide.cached_tokens
     result.items = await workspace.list_items(agent.session_id)
-    if isinstance(model, MeteredLocalModel):
-        result.agent_cache = model.meter
-    if isinstance(summarizer, MeteredLocalModel) and summarizer is not model:
-        result.summary_cache = summarizer.meter
+    result.agent_cache = cache_meter(model)
+    if summarizer is not model:
+        result.summary_cache = cache_meter(summarizer)
     result.seconds = time.monotonic() - started
     return result

@@ -7,7 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
     from llama_cpp.llama_grammar import LlamaGrammar
 
-__all__ = ["LocalChatModel"]
+__all__ = ["KVCacheStats", "LocalChatModel"]
 
 _STOP = ["<|im_end|>"]
 _SUPPORTED_FORMATS = ("chatml-function-calling",)
@@ -40,9 +40,35 @@ Emit = Callable[[ModelStreamEvent], None]
 
 
 @dataclass
+class KVCacheStats:
+    """Running totals of llama.cpp's prompt work for one :class:`LocalChatModel`.
+
+    Every llama.cpp completion counts: a chat request (two when the model picks a tool
+    itself: the choice, then the arguments) and each structured-output attempt; one cut
+    off by a cancelled stream or an error does not. Read from
+    :attr:`LocalChatModel.kv_cache`.
+    """
+
+    completions: int = 0
+    prompt_tokens: int = 0
+    """Prompt tokens llama.cpp was given."""
+    cache_read_tokens: int = 0
+    """Of those, tokens served from the KV cache (a prefix shared with the previous call)."""
+    prompt_eval_seconds: float = 0.0
+    """Time llama.cpp spent evaluating the rest (its ``t_p_eval_ms``)."""
+
+    @property
+    def evaluated_tokens(self) -> int:
+        """Prompt tokens llama.cpp actually evaluated."""
+        return self.prompt_tokens - self.cache_read_tokens
+
+
+@dataclass
 class _Completion:
     text: str = ""
     prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens served from the KV cache, as measured by :class:`_PerfMark`."""
     completion_tokens: int = 0
     finish_reason: str | None = None
 
@@ -53,8 +79,44 @@ class _Turn:
 
     content: list[ContentBlock] = field(default_factory=list)
     prompt_tokens: int = 0
+    cached_tokens: int = 0
     completion_tokens: int = 0
     stop_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class _PerfMark:
+    """llama.cpp's performance counters for one context, read before and after a call.
+
+    llama.cpp counts every token it decodes: a batch of one as ``n_eval``, a larger one
+    as ``n_p_eval``. Their sum is therefore every token decoded, whatever the batching;
+    llama-cpp-python decodes the prompt tokens past the prefix it reuses, then each
+    sampled token but the last. The prefix it reused is what the KV cache served.
+
+    llama.cpp reports a counter that is still 0 as 1, so on a fresh context the
+    difference can come out short by up to 2 and overstate the reuse: the caller bounds
+    the result by the prefix the cache could have served at all.
+    """
+
+    decoded: int
+    prompt_ms: float
+
+    @classmethod
+    def read(cls, llama: Llama) -> _PerfMark:
+        import llama_cpp
+
+        data = llama_cpp.llama_perf_context(llama.ctx)
+        return cls(decoded=int(data.n_p_eval) + int(data.n_eval), prompt_ms=data.t_p_eval_ms)
+
+    def cached_tokens(self, after: _PerfMark, *, prompt_tokens: int, n_tokens: int) -> int:
+        """Prompt tokens not evaluated between this mark and ``after``.
+
+        ``n_tokens`` is ``Llama.n_tokens`` after the call: the prompt plus the sampled
+        tokens that were fed back, so the excess over the prompt is generation work.
+        """
+        sampled = max(n_tokens - prompt_tokens, 0)
+        evaluated = after.decoded - self.decoded - sampled
+        return prompt_tokens - min(max(evaluated, 0), prompt_tokens)
 
 
 class LocalChatModel(ChatModelBase):
@@ -66,7 +128,9 @@ class LocalChatModel(ChatModelBase):
     calls always parse; with ``tool_choice="auto"`` the model first picks between a
     message and one tool (one call per turn). The prompt starts with the tool list and
     the system prompt and never varies there, so llama.cpp reuses its KV cache for the
-    shared prefix of consecutive calls.
+    shared prefix of consecutive calls. Each response's ``usage.cache_read_tokens`` says
+    how many prompt tokens that reuse served (measured from llama.cpp's counters, not
+    predicted); :attr:`kv_cache` keeps running totals, structured output included.
 
     ``context_size`` is llama.cpp's ``n_ctx`` (default 8192, SmolLM2's trained window).
     Requires the ``local`` extra.
@@ -109,11 +173,20 @@ class LocalChatModel(ChatModelBase):
         self._llama: Llama | None = None
         self._lock = threading.Lock()
         self._grammars: dict[str, LlamaGrammar] = {}
+        self._stats = KVCacheStats()
+        self._stats_lock = threading.Lock()
 
     @property
     def token_counter(self) -> LlamaTokenCounter:
         """The embedded model's exact counter for the prompts this class sends."""
         return self._counter
+
+    @property
+    def kv_cache(self) -> KVCacheStats:
+        """A snapshot of the KV-cache totals over every completion this model ran."""
+        # Not self._lock: that one is held for a whole completion.
+        with self._stats_lock:
+            return replace(self._stats)
 
     # -- llama.cpp, always called with self._lock held, in a worker thread ------------
 
@@ -173,7 +246,8 @@ class LocalChatModel(ChatModelBase):
         on_text: Callable[[str], None] | None = None,
     ) -> _Completion:
         llama = self._load()
-        n_prompt = len(llama.tokenize(prompt.encode(), add_bos=True, special=True))
+        tokens = llama.tokenize(prompt.encode(), add_bos=True, special=True)
+        n_prompt = len(tokens)
         if n_prompt >= self.context_size:
             raise ContextWindowExceededError(
                 f"{self.model_name}: the prompt is {n_prompt} tokens but the context window "
@@ -188,33 +262,52 @@ class LocalChatModel(ChatModelBase):
             "grammar": grammar,
             "seed": self.seed,
         }
+        before = _PerfMark.read(llama)
+        reusable = _shared_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens)
         try:
             if on_text is None:
                 result: Any = llama.create_completion(**params)
                 choice = result["choices"][0]
-                return _Completion(
+                done = _Completion(
                     text=choice["text"],
                     prompt_tokens=result["usage"]["prompt_tokens"],
                     completion_tokens=result["usage"]["completion_tokens"],
                     finish_reason=choice["finish_reason"],
                 )
-            done = _Completion(prompt_tokens=n_prompt)
-            chunks: Iterator[Any] = llama.create_completion(stream=True, **params)  # type: ignore[assignment]
-            for chunk in chunks:
-                piece = chunk["choices"][0]
-                if piece["text"]:
-                    done.text += piece["text"]
-                    on_text(piece["text"])
-                done.finish_reason = piece["finish_reason"] or done.finish_reason
-            # Streaming reports no usage; the tokenizer is the model's own.
-            done.completion_tokens = len(llama.tokenize(done.text.encode(), add_bos=False))
-            return done
+            else:
+                done = _Completion(prompt_tokens=n_prompt)
+                chunks: Iterator[Any] = llama.create_completion(stream=True, **params)  # type: ignore[assignment]
+                for chunk in chunks:
+                    piece = chunk["choices"][0]
+                    if piece["text"]:
+                        done.text += piece["text"]
+                        on_text(piece["text"])
+                    done.finish_reason = piece["finish_reason"] or done.finish_reason
+                # Streaming reports no usage; the tokenizer is the model's own.
+                done.completion_tokens = len(llama.tokenize(done.text.encode(), add_bos=False))
         except ValueError as exc:
             if "exceed context window" in str(exc):
                 raise ContextWindowExceededError(f"{self.model_name}: {exc}") from exc
             raise ModelError(f"{self.model_name}: {exc}") from exc
         except RuntimeError as exc:
             raise ModelError(f"{self.model_name}: llama.cpp failed: {exc}") from exc
+        after = _PerfMark.read(llama)
+        done.cached_tokens = min(
+            before.cached_tokens(after, prompt_tokens=done.prompt_tokens, n_tokens=llama.n_tokens),
+            reusable,
+        )
+        with self._stats_lock:
+            self._stats.completions += 1
+            self._stats.prompt_tokens += done.prompt_tokens
+            self._stats.cache_read_tokens += done.cached_tokens
+            self._stats.prompt_eval_seconds += (after.prompt_ms - before.prompt_ms) / 1000
+        logger.debug(
+            "%s: %d of %d prompt tokens served from the KV cache",
+            self.model_name,
+            done.cached_tokens,
+            done.prompt_tokens,
+        )
+        return done
 
     def _run(
         self,
@@ -233,10 +326,10 @@ class LocalChatModel(ChatModelBase):
         with self._lock:
             if not tools_shown(tools, tool_choice):
                 done = self._complete(prompt, on_text=on_text)
-                return _text_turn(done, done.prompt_tokens, 0)
+                return _text_turn(done, request=done)
             forced = forced_tool(tools, tool_choice)
             if forced is not None:
-                return self._call(prompt, _by_name(tools, forced), emit, prompt_tokens=None)
+                return self._call(prompt, _by_name(tools, forced), emit, request=None)
             # Like chatml-function-calling: first a constrained choice, then its body.
             choice = self._complete(
                 prompt,
@@ -250,16 +343,16 @@ class LocalChatModel(ChatModelBase):
                     prompt + f"{picked}:\n",
                     _by_name(tools, picked.removeprefix("functions.")),
                     emit,
-                    prompt_tokens=choice.prompt_tokens,
+                    request=choice,
                 )
             else:
                 done = self._complete(prompt + "message:\n", on_text=on_text)
-                turn = _text_turn(done, choice.prompt_tokens, 0)
+                turn = _text_turn(done, request=choice)
             turn.completion_tokens += choice.completion_tokens
             return turn
 
     def _call(
-        self, prompt: str, tool: ToolSpec, emit: Emit | None, *, prompt_tokens: int | None
+        self, prompt: str, tool: ToolSpec, emit: Emit | None, *, request: _Completion | None
     ) -> _Turn:
         call_id = f"call_{uuid.uuid4().hex[:24]}"
         on_text: Callable[[str], None] | None = None
@@ -271,11 +364,13 @@ class LocalChatModel(ChatModelBase):
         )
         block = _call_block(call_id, tool.name, done.text)
         stop = "max_tokens" if done.finish_reason == "length" else "tool_use"
+        # The forced "functions.<name>:" prefix is prompt for llama.cpp; for a call the
+        # model chose, the request's prompt is what it saw before choosing.
+        first = done if request is None else request
         return _Turn(
             content=[block],
-            # The forced "functions.<name>:" prefix is prompt for llama.cpp; for a call the
-            # model chose, the request's prompt is what it saw before choosing.
-            prompt_tokens=done.prompt_tokens if prompt_tokens is None else prompt_tokens,
+            prompt_tokens=first.prompt_tokens,
+            cached_tokens=first.cached_tokens,
             completion_tokens=done.completion_tokens,
             stop_reason=stop,
         )
@@ -285,7 +380,11 @@ class LocalChatModel(ChatModelBase):
     def _response(self, turn: _Turn) -> ChatResponse:
         return ChatResponse(
             content=turn.content,
-            usage=Usage(input_tokens=turn.prompt_tokens, output_tokens=turn.completion_tokens),
+            usage=Usage(
+                input_tokens=turn.prompt_tokens,
+                output_tokens=turn.completion_tokens,
+                cache_read_tokens=turn.cached_tokens,
+            ),
             stop_reason=turn.stop_reason,
             model=self.model_name,
         )
@@ -390,6 +489,16 @@ class LocalChatModel(ChatModelBase):
             return self._complete(prompt, grammar=self._schema_grammar(schema))
 
 
+def _shared_prefix(cached: Sequence[int], prompt: Sequence[int]) -> int:
+    """How many leading tokens of ``prompt`` the KV cache holds (an upper bound on reuse)."""
+    shared = 0
+    for held, wanted in zip(cached, prompt, strict=False):
+        if held != wanted:
+            break
+        shared += 1
+    return shared
+
+
 class _StreamCancelled(Exception):
     """Raised inside the worker when the consumer of a stream went away."""
 
@@ -401,10 +510,22 @@ def _by_name(tools: Sequence[ToolSpec], name: str) -> ToolSpec:
     raise ModelError(f"the model chose an unknown tool {name!r}")
 
 
-def _text_turn(done: _Completion, prompt_tokens: int, extra: int) -> _Turn:
+def _text_turn(done: _Completion, *, request: _Completion) -> _Turn:
+    """A text answer; ``request`` is the completion that first read the request's prompt.
+
+    When the model first chose between a message and a tool, that choice read the prompt
+    and the answer's completion re-read it almost entirely from the cache: the response
+    reports the choice's prompt figures, as a provider would for one request.
+    """
     stop = "max_tokens" if done.finish_reason == "length" else "end_turn"
     content: list[ContentBlock] = [TextBlock(text=done.text.strip())] if done.text.strip() else []
-    return _Turn(content, prompt_tokens, done.completion_tokens + extra, stop)
+    return _Turn(
+        content,
+        prompt_tokens=request.prompt_tokens,
+        cached_tokens=request.cached_tokens,
+        completion_tokens=done.completion_tokens,
+        stop_reason=stop,
+    )
 
 
 def _call_block(call_id: str, name: str, text: str) -> ToolCallBlock:
