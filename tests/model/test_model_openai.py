@@ -50,6 +50,13 @@ async def test_tool_choice_maps_to_chat_completions(choice: str, wire: object) -
     assert fake.requests[0]["tool_choice"] == wire
 
 
+async def test_tools_without_tool_choice_are_sent_with_auto() -> None:
+    # llama-cpp-python leaves the tools out of the prompt unless tool_choice is sent.
+    model, fake = make([PARIS_CALL])
+    await model.generate(ASK, tools=[WEATHER])
+    assert fake.requests[0]["tool_choice"] == "auto"
+
+
 async def test_tool_choice_naming_an_unoffered_tool_is_rejected_before_sending() -> None:
     model, fake = make([PARIS_CALL])
     with pytest.raises(ValueError, match="get_time"):

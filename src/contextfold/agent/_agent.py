@@ -357,7 +357,17 @@ class Agent:
             event = await self._compress(trigger="overflow", force=True)
             if event is None:
                 raise
-            return await self._call_model(await self._prepare(), step)
+            try:
+                return await self._call_model(await self._prepare(), step)
+            except ContextWindowExceededError as again:
+                raise ContextWindowExceededError(
+                    f"the request still exceeds {self.model.model_name}'s context window "
+                    f"after one forced compression ({event.tokens_before} -> "
+                    f"{event.tokens_after} tokens counted; the provider said: {again}). "
+                    "Nothing was dropped; lower tool_result_limit or reserve_ratio, or check "
+                    "that the model's context_size and token counter match the provider",
+                    status_code=again.status_code,
+                ) from again
 
     async def _prepare(self) -> ModelInput:
         return await self._engine.prepare(

@@ -19,7 +19,7 @@ from .._exceptions import (
     StructuredOutputError,
 )
 from .._logging import logger
-from ..message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec
+from ..message import Msg, TextBlock, ToolChoice, ToolSpec
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta
 
 if TYPE_CHECKING:
@@ -193,13 +193,19 @@ class ChatModelBase(ABC):
                 problem = "; ".join(
                     f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5]
                 )
-            logger.info("structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem)
+            logger.info(
+                "structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem
+            )
             history = [
                 *history,
                 Msg(
                     "system",
-                    [TextBlock(text=f"Your output was invalid ({problem}). Call {name} again "
-                               "with arguments that match its schema exactly.")],
+                    [
+                        TextBlock(
+                            text=f"Your output was invalid ({problem}). Call {name} again "
+                            "with arguments that match its schema exactly."
+                        )
+                    ],
                     "user",
                 ),
             ]
@@ -218,5 +224,3 @@ def _json_object_in_text(text: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-

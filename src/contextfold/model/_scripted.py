@@ -12,7 +12,7 @@ from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, T
 from ._base import ChatModelBase
 from ._response import ChatResponse
 
-__all__ = ["ScriptedModel", "ScriptedRequest", "ScriptedReply", "text_reply", "tool_reply"]
+__all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "text_reply", "tool_reply"]
 
 ScriptedReply: TypeAlias = (
     str | dict[str, Any] | ChatResponse | Msg | list[ContentBlock] | BaseException
@@ -122,9 +122,7 @@ class ScriptedModel(ChatModelBase):
         elif self._queue:
             reply = self._queue.pop(0)
         else:
-            raise IndexError(
-                f"ScriptedModel: script exhausted at request {len(self.requests)}"
-            )
+            raise IndexError(f"ScriptedModel: script exhausted at request {len(self.requests)}")
         response = self._to_response(reply, tool_choice)
         if self.report_usage and response.usage is None:
             counter = self.token_counter
