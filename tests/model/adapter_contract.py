@@ -51,6 +51,14 @@ async def collect(model: ChatModelBase, messages: list[Msg], **kwargs: Any) -> l
     return [event async for event in model.stream(messages, **kwargs)]
 
 
+async def ask(model: ChatModelBase, text: str, *, stream: bool) -> None:
+    """One request, streamed or whole, for tests that only look at how it fails."""
+    if stream:
+        await collect(model, user(text))
+    else:
+        await model.generate(user(text))
+
+
 class AdapterContract:
     """Inherit and override :meth:`make_model`; set the flags the backend needs."""
 
@@ -61,6 +69,8 @@ class AdapterContract:
     streams_tool_deltas: ClassVar[bool] = True
     error_kinds: ClassVar[frozenset[str]] = frozenset(ERROR_KINDS)
     can_cut_streams: ClassVar[bool] = True
+    speaks_http: ClassVar[bool] = False
+    """The backend is an HTTP adapter, so a fake server can garble its answers."""
 
     @pytest.fixture
     def make_model(self) -> MakeModel:
@@ -207,6 +217,27 @@ class AdapterContract:
 
     # -- errors ----------------------------------------------------------------------------
 
+    async def test_garbled_body_is_retried_as_a_connection_failure(
+        self, make_model: MakeModel
+    ) -> None:
+        if not self.speaks_http:
+            pytest.skip("needs an HTTP backend")
+        model = make_model("garbled_then_answer")
+        model.max_retries = 1
+        response = await model.generate(user("Hello"))
+        assert response.text == "Hello! How can I help?"
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+    async def test_garbled_body_raises_connection_error(
+        self, make_model: MakeModel, stream: bool
+    ) -> None:
+        if not self.speaks_http:
+            pytest.skip("needs an HTTP backend")
+        model = make_model("garbled")
+        model.max_retries = 0
+        with pytest.raises(errors.ModelConnectionError):
+            await ask(model, "Hello", stream=stream)
+
     @pytest.mark.parametrize("kind", sorted(ERROR_KINDS))
     async def test_provider_error_maps_to_contextfold_error(
         self, make_model: MakeModel, kind: str
@@ -252,3 +283,24 @@ class AdapterContract:
             exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
         assert all(SECRET_KEY not in str(e) for e in chain)
         assert SECRET_KEY not in caplog.text
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+    async def test_api_key_is_in_no_chained_exception(
+        self, make_model: MakeModel, stream: bool
+    ) -> None:
+        self._require_scripted()
+        model = make_model("auth")
+        model.max_retries = 0
+        with pytest.raises(errors.AuthenticationError) as info:
+            await ask(model, "Hello", stream=stream)
+        # Every exception reachable from the error, suppressed context included: a
+        # debugger or error reporter may show any of them.
+        seen: list[BaseException] = []
+        todo: list[BaseException | None] = [info.value]
+        while todo:
+            exc = todo.pop()
+            if exc is None or any(exc is s for s in seen):
+                continue
+            seen.append(exc)
+            todo += [exc.__cause__, exc.__context__]
+        assert all(SECRET_KEY not in f"{e} {e!r} {getattr(e, 'body', '')}" for e in seen)

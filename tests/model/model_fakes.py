@@ -57,6 +57,12 @@ class FakeProvider:
                 raise httpx2.ConnectError("connection refused", request=request)
             if turn.kind == "timeout":
                 raise httpx2.ReadTimeout("timed out", request=request)
+            if turn.kind == "garbled":  # a 200 whose body a proxy mangled
+                if body.get("stream"):
+                    content_type, garbage = "text/event-stream", b"data: {oops\n\n"
+                else:
+                    content_type, garbage = "application/json", b'{"id": "x", "choi'
+                return httpx2.Response(200, headers={"content-type": content_type}, content=garbage)
             status, payload = self.error(turn.kind)
             headers = {"retry-after": turn.retry_after} if turn.retry_after else {}
             return httpx2.Response(status, json=payload, headers=headers)

@@ -94,4 +94,6 @@ SCENARIOS: dict[str, list[Turn]] = {
     "connection": [Failure("connection")],
     "timeout": [Failure("timeout")],
     "stream_cut": [Cut()],
+    "garbled": [Failure("garbled")],
+    "garbled_then_answer": [Failure("garbled"), HELLO],
 }

@@ -85,6 +85,8 @@ class TestScriptedModelContract(AdapterContract):
 
 
 class TestOpenAIContract(AdapterContract):
+    speaks_http = True
+
     @pytest.fixture
     def make_model(self) -> MakeModel:
         def make(scenario: str) -> ChatModelBase:
@@ -97,6 +99,8 @@ class TestOpenAIContract(AdapterContract):
 
 
 class TestAnthropicContract(AdapterContract):
+    speaks_http = True
+
     @pytest.fixture
     def make_model(self) -> MakeModel:
         def make(scenario: str) -> ChatModelBase:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from model_fakes import FakeOpenAI
-from model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Reply, Turn
+from model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Failure, Reply, Turn
 
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
@@ -204,3 +204,57 @@ def test_key_like_strings_are_redacted_even_when_not_our_key() -> None:
     text = redact("Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz.", "other")
     assert "abcdefghijklmnopqrstuvwxyz" not in text
     assert "sk-pro" in text  # enough left to tell which key it was
+
+
+LOCAL = {"base_url": "http://127.0.0.1:8080/v1"}
+TIME = WEATHER.model_copy(update={"name": "get_time"})
+
+
+async def test_required_with_one_tool_forces_that_tool_on_compatible_servers() -> None:
+    # llama-cpp-python answers "required" with HTTP 500; naming the tool forces the same call.
+    model, fake = make([PARIS_CALL], **LOCAL)
+    await model.generate(ASK, tools=[WEATHER], tool_choice="required")
+    assert fake.requests[0]["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "get_weather"},
+    }
+
+
+async def test_required_with_several_tools_is_sent_as_is_to_compatible_servers() -> None:
+    model, fake = make([PARIS_CALL], **LOCAL)
+    await model.generate(ASK, tools=[WEATHER, TIME], tool_choice="required")
+    assert fake.requests[0]["tool_choice"] == "required"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_server_failing_required_says_what_may_be_unsupported(stream: bool) -> None:
+    model, _ = make([Failure("server_error")], max_retries=0, **LOCAL)
+    with pytest.raises(errors.ServerError, match="tool_choice='required'"):
+        await ask(model, stream=stream, tools=[WEATHER, TIME], tool_choice="required")
+
+
+async def test_server_errors_without_required_carry_no_tool_choice_hint() -> None:
+    model, _ = make([Failure("server_error")], max_retries=0, **LOCAL)
+    with pytest.raises(errors.ServerError) as info:
+        await model.generate(ASK, tools=[WEATHER, TIME], tool_choice="auto")
+    assert "tool_choice" not in str(info.value)
+
+
+async def ask(model: OpenAIChatModel, *, stream: bool, **kwargs: object) -> None:
+    if stream:
+        async for _ in model.stream(ASK, **kwargs):  # type: ignore[arg-type]
+            pass
+    else:
+        await model.generate(ASK, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+async def test_required_with_one_tool_gets_a_call_from_llama_server(llama_server: str) -> None:
+    from llama_server_process import LLAMA_CONTEXT
+
+    model = OpenAIChatModel(
+        "smollm2", base_url=llama_server, context_size=LLAMA_CONTEXT, max_tokens=48, seed=7
+    )
+    model.max_retries = 0
+    response = await model.generate(ASK, tools=[WEATHER], tool_choice="required")
+    assert [c.name for c in response.tool_calls] == ["get_weather"]

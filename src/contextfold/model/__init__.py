@@ -17,7 +17,7 @@ from ._weights import embedded_model_path
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
-    from ._local import LocalChatModel
+    from ._local import KVCacheStats, LocalChatModel
     from ._openai import OpenAIChatModel
 
 # Adapters import their provider SDK, an optional extra: load them on first use.
@@ -25,6 +25,7 @@ _LAZY = {
     "OpenAIChatModel": "._openai",
     "AnthropicChatModel": "._anthropic",
     "LocalChatModel": "._local",
+    "KVCacheStats": "._local",
 }
 
 
@@ -40,6 +41,7 @@ __all__ = [
     "AnthropicChatModel",
     "ChatModelBase",
     "ChatResponse",
+    "KVCacheStats",
     "LocalChatModel",
     "ModelStreamEvent",
     "OpenAIChatModel",

@@ -5,18 +5,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import (
-    AuthenticationError,
-    MissingDependencyError,
-    ModelConnectionError,
-    ModelError,
-    ModelTimeoutError,
-    RateLimitError,
-    ServerError,
-)
+from .._exceptions import AuthenticationError, MissingDependencyError
 from ..message import (
     ContentBlock,
     Msg,
@@ -30,7 +23,6 @@ from ..message import (
     to_anthropic_tools,
 )
 from ._base import ChatModelBase
-from ._http_errors import error_for_status, redact, transport_errors
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
@@ -39,6 +31,7 @@ from ._response import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from ._sdk import SDKBoundary, check_tool_choice
 
 try:
     import anthropic
@@ -52,12 +45,6 @@ __all__ = ["AnthropicChatModel"]
 
 CLAUDE_CONTEXT_SIZE = 200_000
 _STOP_REASONS = {"stop_sequence": "end_turn"}
-# Errors sent as an SSE ``error`` event arrive with HTTP 200; their type says what failed.
-_STREAM_ERROR_TYPES: dict[str, type[ModelError]] = {
-    "overloaded_error": ServerError,
-    "api_error": ServerError,
-    "rate_limit_error": RateLimitError,
-}
 
 
 def default_max_tokens(model_name: str) -> int:
@@ -120,7 +107,9 @@ class AnthropicChatModel(ChatModelBase):
                 http_client=http_client,
             )
         self._client = client
-        self._secret: str | None = client.api_key
+        self._sdk = SDKBoundary(
+            anthropic, where=f"Anthropic model {model_name!r}", secret=client.api_key
+        )
         self.max_tokens = max_tokens or default_max_tokens(model_name)
         self.temperature = temperature
         self.extra_params = kwargs
@@ -142,7 +131,8 @@ class AnthropicChatModel(ChatModelBase):
         if tools:
             params["tools"] = to_anthropic_tools(tools)
             if tool_choice is not None:
-                params["tool_choice"] = _tool_choice(tool_choice, tools)
+                check_tool_choice(tool_choice, tools)
+                params["tool_choice"] = to_anthropic_tool_choice(tool_choice)
         if self.temperature is not None:
             params["temperature"] = self.temperature
         params.update(self.extra_params)
@@ -156,8 +146,7 @@ class AnthropicChatModel(ChatModelBase):
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
         params = self._params(messages, tools, tool_choice)
-        with self._errors():
-            message = await self._client.messages.create(**params)
+        message = await self._sdk.call(self._client.messages.create(**params))
         return _response(message.model_dump(mode="json", exclude_none=True), bad_inputs={})
 
     async def _stream(
@@ -170,73 +159,14 @@ class AnthropicChatModel(ChatModelBase):
         params = self._params(messages, tools, tool_choice)
         params["stream"] = True
         draft = _StreamDraft()
-        with self._errors():
-            stream = await self._client.messages.create(**params)
-            async with stream:
-                async for event in stream:
-                    for out in draft.feed(event.model_dump(mode="json", exclude_none=True)):
-                        yield out
+        events = self._sdk.stream(partial(self._client.messages.create, **params))
+        async with aclosing(events):
+            async for event in events:
+                for out in draft.feed(event.model_dump(mode="json", exclude_none=True)):
+                    yield out
         if not draft.stopped:
-            raise ModelConnectionError(
-                f"{self.model_name}: the stream ended before the answer was complete"
-            )
+            raise self._sdk.stream_cut()
         yield ResponseCompleted(response=draft.response())
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Convert SDK and transport errors into contextfold exceptions."""
-        timeouts, transport = transport_errors()
-        where = f"Anthropic model {self.model_name!r}"
-        try:
-            yield
-        except anthropic.APITimeoutError as exc:
-            raise ModelTimeoutError(f"{where}: request timed out") from exc
-        except anthropic.APIConnectionError as exc:
-            raise ModelConnectionError(
-                f"{where}: connection failed: {redact(str(exc), self._secret)}"
-            ) from _cause(exc, self._secret)
-        except anthropic.APIStatusError as exc:
-            detail, kind = _error_detail(exc.body, exc.message)
-            message = redact(f"{where}: HTTP {exc.status_code} {kind}: {detail}", self._secret)
-            if exc.status_code < 400:  # an error event inside a 200 stream
-                error: ModelError = _STREAM_ERROR_TYPES.get(kind, ModelError)(message)
-            else:
-                error = error_for_status(
-                    exc.status_code, message, headers=exc.response.headers, code=kind
-                )
-            raise error from _cause(exc, self._secret)
-        except anthropic.APIError as exc:
-            raise ModelError(redact(f"{where}: {exc.message}", self._secret)) from _cause(
-                exc, self._secret
-            )
-        except timeouts as exc:
-            raise ModelTimeoutError(f"{where}: timed out reading the response") from exc
-        except transport as exc:
-            raise ModelConnectionError(
-                f"{where}: the connection failed mid-response ({type(exc).__name__})"
-            ) from exc
-
-
-def _error_detail(body: object, fallback: str) -> tuple[str, str]:
-    """(message, error type) from an error body ``{"type": "error", "error": {...}}``."""
-    error = body.get("error", body) if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return fallback, ""
-    return str(error.get("message") or fallback), str(error.get("type") or "")
-
-
-def _cause(exc: BaseException, secret: str | None) -> BaseException | None:
-    """Chain the SDK error unless its text would leak the key."""
-    return None if secret and secret in str(exc) else exc
-
-
-def _tool_choice(choice: ToolChoice, tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
-        raise ValueError(
-            f"tool_choice {choice!r} is not one of the tools offered: "
-            f"{sorted(t.name for t in tools)}"
-        )
-    return to_anthropic_tool_choice(choice)
 
 
 def _usage(data: dict[str, Any] | None) -> Usage | None:

@@ -33,6 +33,12 @@ _OVERFLOW = re.compile(
     r"|context length|context window|maximum context",
     re.IGNORECASE,
 )
+# Errors sent as an SSE ``error`` event arrive with HTTP 200; their type says what failed.
+_STREAM_ERROR_TYPES: dict[str, type[ModelError]] = {
+    "overloaded_error": ServerError,
+    "api_error": ServerError,
+    "rate_limit_error": RateLimitError,
+}
 _KEYLIKE = re.compile(r"\b(sk-(?:ant-)?[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{8,}")
 
 
@@ -77,7 +83,12 @@ def error_for_status(
     headers: Mapping[str, str] | None = None,
     code: str | None = None,
 ) -> ModelError:
-    """The contextfold exception for an HTTP error status (``message`` already redacted)."""
+    """The contextfold exception for an HTTP error status (``message`` already redacted).
+
+    A status below 400 is an error event inside a 200 stream, classed by its ``code``.
+    """
+    if status < 400:
+        return _STREAM_ERROR_TYPES.get(code or "", ModelError)(message)
     if status in (401, 403):
         return AuthenticationError(message, status_code=status)
     if status == 429:
@@ -88,9 +99,7 @@ def error_for_status(
         return ServerError(message, status_code=status)
     if status in (400, 413) and is_context_overflow(code, message):
         return ContextWindowExceededError(message, status_code=status)
-    if 400 <= status < 500:
-        return BadRequestError(message, status_code=status)
-    return ModelError(message, status_code=status)
+    return BadRequestError(message, status_code=status)
 
 
 @cache

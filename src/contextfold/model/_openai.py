@@ -5,17 +5,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import (
-    AuthenticationError,
-    MissingDependencyError,
-    ModelConnectionError,
-    ModelError,
-    ModelTimeoutError,
-)
+from .._exceptions import AuthenticationError, MissingDependencyError
 from ..message import (
     Msg,
     TextBlock,
@@ -28,7 +23,6 @@ from ..message import (
     to_openai_tools,
 )
 from ._base import ChatModelBase
-from ._http_errors import error_for_status, redact, transport_errors
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
@@ -37,6 +31,7 @@ from ._response import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from ._sdk import SDKBoundary, check_tool_choice
 
 try:
     import openai
@@ -139,7 +134,11 @@ class OpenAIChatModel(ChatModelBase):
                 http_client=http_client,
             )
         self._client = client
-        self._secret: str | None = client.api_key
+        self._sdk = SDKBoundary(
+            openai,
+            where=f"OpenAI-compatible model {model_name!r} at {client.base_url}",
+            secret=client.api_key,
+        )
         self._official = base_url is None and "api.openai.com" in str(client.base_url)
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -162,7 +161,7 @@ class OpenAIChatModel(ChatModelBase):
             # "auto" is OpenAI's default with tools; sent explicitly because some
             # compatible servers (llama-cpp-python) leave the tools out of the prompt
             # without it, so the model could not call them and the count would be off.
-            params["tool_choice"] = _tool_choice(tool_choice or "auto", tools)
+            params["tool_choice"] = self._tool_choice(tool_choice or "auto", tools)
         if self.max_tokens is not None:
             # OpenAI's reasoning models only accept the newer name; compatible servers
             # generally only know the older one.
@@ -173,6 +172,23 @@ class OpenAIChatModel(ChatModelBase):
         params.update(self.extra_params)
         return params
 
+    def _tool_choice(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:
+        check_tool_choice(choice, tools)
+        if choice == "required" and len(tools) == 1 and not self._official:
+            # Compatible servers often lack "required" (llama-cpp-python answers HTTP 500);
+            # with one tool, naming it forces the same call.
+            choice = tools[0].name
+        return to_openai_tool_choice(choice)
+
+    def _hint(self, params: dict[str, Any]) -> str:
+        """What to tell the user if a compatible server fails a request with this choice."""
+        if params.get("tool_choice") == "required" and not self._official:
+            return (
+                "tool_choice='required' with several tools may be unsupported by this "
+                "server: offer one tool, or name the tool to call"
+            )
+        return ""
+
     async def _generate(
         self,
         messages: Sequence[Msg],
@@ -181,8 +197,9 @@ class OpenAIChatModel(ChatModelBase):
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
         params = self._params(messages, tools, tool_choice)
-        with self._errors():
-            completion = await self._client.chat.completions.create(**params)
+        completion = await self._sdk.call(
+            self._client.chat.completions.create(**params), hint=self._hint(params)
+        )
         data = completion.model_dump()
         draft = _Draft(model=data.get("model"), usage=_usage(data.get("usage")))
         if data.get("choices"):
@@ -209,70 +226,23 @@ class OpenAIChatModel(ChatModelBase):
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
         draft = _Draft()
-        with self._errors():
-            stream = await self._client.chat.completions.create(**params)
-            async with stream:
-                async for chunk in stream:
-                    data = chunk.model_dump()
-                    draft.model = draft.model or data.get("model")
-                    if data.get("usage"):
-                        draft.usage = _usage(data["usage"])
-                    for choice in data.get("choices") or []:
-                        if choice.get("index", 0) != 0:
-                            continue
-                        for event in draft.feed(choice):
-                            yield event
-        if draft.finish_reason is None:
-            raise ModelConnectionError(
-                f"{self.model_name}: the stream ended before the answer was complete"
-            )
-        yield ResponseCompleted(response=draft.response())
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Convert SDK and transport errors into contextfold exceptions."""
-        timeouts, transport = transport_errors()
-        where = f"OpenAI-compatible model {self.model_name!r} at {self._client.base_url}"
-        try:
-            yield
-        except openai.APITimeoutError as exc:
-            raise ModelTimeoutError(f"{where}: request timed out") from exc
-        except openai.APIConnectionError as exc:
-            raise ModelConnectionError(
-                f"{where}: connection failed: {redact(str(exc), self._secret)}"
-            ) from _cause(exc, self._secret)
-        except openai.APIStatusError as exc:
-            body = exc.body if isinstance(exc.body, dict) else {}
-            detail = str(body.get("message") or exc.message)
-            code = str(body.get("code") or body.get("type") or "") or None
-            message = redact(f"{where}: HTTP {exc.status_code}: {detail}", self._secret)
-            raise error_for_status(
-                exc.status_code, message, headers=exc.response.headers, code=code
-            ) from _cause(exc, self._secret)
-        except openai.APIError as exc:  # e.g. an error event inside a stream
-            raise ModelError(redact(f"{where}: {exc.message}", self._secret)) from _cause(
-                exc, self._secret
-            )
-        except timeouts as exc:
-            raise ModelTimeoutError(f"{where}: timed out reading the response") from exc
-        except transport as exc:
-            raise ModelConnectionError(
-                f"{where}: the connection failed mid-response ({type(exc).__name__})"
-            ) from exc
-
-
-def _cause(exc: BaseException, secret: str | None) -> BaseException | None:
-    """Chain the SDK error unless its text would leak the key."""
-    return None if secret and secret in str(exc) else exc
-
-
-def _tool_choice(choice: ToolChoice, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:
-    if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
-        raise ValueError(
-            f"tool_choice {choice!r} is not one of the tools offered: "
-            f"{sorted(t.name for t in tools)}"
+        chunks = self._sdk.stream(
+            partial(self._client.chat.completions.create, **params), hint=self._hint(params)
         )
-    return to_openai_tool_choice(choice)
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                data = chunk.model_dump()
+                draft.model = draft.model or data.get("model")
+                if data.get("usage"):
+                    draft.usage = _usage(data["usage"])
+                for choice in data.get("choices") or []:
+                    if choice.get("index", 0) != 0:
+                        continue
+                    for event in draft.feed(choice):
+                        yield event
+        if draft.finish_reason is None:
+            raise self._sdk.stream_cut()
+        yield ResponseCompleted(response=draft.response())
 
 
 def _usage(data: dict[str, Any] | None) -> Usage | None:

@@ -69,8 +69,10 @@ class ScriptedModel(ChatModelBase):
     """A model that replies from a queue, or from a function of each request.
 
     Every request is recorded in :attr:`requests`, so tests can assert on exactly what
-    an agent sent. When the queue runs out the model raises ``IndexError`` with the
-    request count, rather than inventing an answer.
+    an agent sent; ``keep_requests=N`` keeps only the last N (``0``: none), for long runs
+    where holding every request would cost memory (each one references the whole
+    context). :attr:`request_count` counts them all. When the queue runs out the model
+    raises ``IndexError`` with the request count, rather than inventing an answer.
 
     Example::
 
@@ -84,8 +86,13 @@ class ScriptedModel(ChatModelBase):
         model_name: str = "scripted",
         context_size: int = 128_000,
         report_usage: bool = True,
+        keep_requests: int | None = None,
         **kwargs: Any,
     ) -> None:
+        if keep_requests is not None and keep_requests < 0:
+            raise ValueError(
+                f"keep_requests must be None (keep all) or at least 0, got {keep_requests}"
+            )
         kwargs.setdefault("max_retries", 0)
         super().__init__(model_name, context_size=context_size, **kwargs)
         self._function: ScriptFunction | None = None
@@ -95,7 +102,11 @@ class ScriptedModel(ChatModelBase):
         else:
             self._queue = list(script)
         self.report_usage = report_usage
+        self.keep_requests = keep_requests
         self.requests: list[ScriptedRequest] = []
+        """The requests received, oldest first (the last ``keep_requests`` if set)."""
+        self.request_count = 0
+        """Requests received so far, including those no longer kept."""
 
     def add(self, *replies: ScriptedReply) -> None:
         """Append replies to the queue."""
@@ -114,7 +125,10 @@ class ScriptedModel(ChatModelBase):
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
         request = ScriptedRequest(list(messages), list(tools), tool_choice)
+        self.request_count += 1
         self.requests.append(request)
+        if self.keep_requests is not None and len(self.requests) > self.keep_requests:
+            del self.requests[: len(self.requests) - self.keep_requests]
         if self._function is not None:
             reply = self._function(request)
             if inspect.isawaitable(reply):
@@ -122,7 +136,7 @@ class ScriptedModel(ChatModelBase):
         elif self._queue:
             reply = self._queue.pop(0)
         else:
-            raise IndexError(f"ScriptedModel: script exhausted at request {len(self.requests)}")
+            raise IndexError(f"ScriptedModel: script exhausted at request {self.request_count}")
         response = self._to_response(reply, tool_choice)
         if self.report_usage and response.usage is None:
             counter = self.token_counter
