@@ -7,7 +7,7 @@ need to catch these::
     ├── MessageFormatError (ValueError)    malformed provider message or tool-call JSON
     ├── MissingDependencyError (ImportError)  an optional extra is not installed
     ├── ModelError                          anything a model call can fail with
-    │   ├── ModelConnectionError            network failure, connection refused
+    │   ├── ModelConnectionError            network failure, refused connection, garbled body
     │   │   └── ModelTimeoutError           the request timed out
     │   ├── AuthenticationError             bad or missing API key (401/403)
     │   ├── RateLimitError                  429; ``retry_after`` seconds when known

@@ -7,7 +7,6 @@ from typing import ClassVar
 
 import pytest
 from adapter_contract import AdapterContract, MakeModel, user
-from llama_server_process import LLAMA_CONTEXT, free_port
 from model_fakes import FakeAnthropic, FakeOpenAI
 from model_scenarios import SCENARIOS, SECRET_KEY, Failure, Reply, Turn
 
@@ -21,6 +20,7 @@ from contextfold.model import (
     ScriptedModel,
     ScriptedReply,
 )
+from llama_server_process import LLAMA_CONTEXT, free_port
 
 # ------------------------------------------------------------------------- ScriptedModel
 
