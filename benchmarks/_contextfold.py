@@ -213,9 +213,6 @@ async def run_session(
             try:
                 return await super()._generate(messages, **kwargs)
             finally:
-                # ScriptedModel keeps every request for tests; a replay does not need them,
-                # and holding them would bill the test double's memory to our engine.
-                self.requests.clear()
                 clock.add(time.perf_counter() - start, kind="model")
 
     async def bash(command: str) -> str:
@@ -231,7 +228,9 @@ async def run_session(
         clock.add(time.perf_counter() - start, kind="tool")
         return out
 
-    model = TimedModel(script, context_size=context_size, report_usage=False)
+    # keep_requests=0: a replay needs no request log, and holding every request would
+    # bill the test double's memory to our engine.
+    model = TimedModel(script, context_size=context_size, report_usage=False, keep_requests=0)
     tmp = tempfile.TemporaryDirectory(prefix="bench-cf-")
     try:
         offloader = await make_workspace(Path(tmp.name) / "ws") if offload else None

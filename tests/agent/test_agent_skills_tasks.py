@@ -87,3 +87,23 @@ async def test_invalid_task_status_is_rejected_by_schema() -> None:
     result = model.requests[1].messages[-1].tool_results[0]
     assert result.is_error
     assert "invalid arguments for TaskUpdate" in result.text()
+
+
+async def test_skills_are_read_once_per_reply(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "pdf", "Split and merge PDF files.")
+    toolkit = Toolkit()
+
+    @toolkit.register
+    def add_skill() -> str:
+        """Write a new skill."""
+        write_skill(root, "zip", "Pack files.")
+        return "written"
+
+    model = ScriptedModel([tool_reply(("add_skill", {})), "done", "again"])
+    agent = make_agent(model, toolkit, skills_dir=root)
+    await agent.reply("go")
+    during = [r.messages[0].text for r in model.requests]
+    assert all("zip" not in text for text in during)
+    await agent.reply("next")
+    assert "zip" in model.requests[-1].messages[0].text

@@ -72,3 +72,18 @@ async def test_load_state_replaces_context_and_new_tasks_continue_numbering() ->
     assert [m.text for m in target.context] == ["q", "a"]
     assert target.tasks.create("three").id == "3"
     assert target.session_id == source.session_id
+
+
+def test_state_json_keeps_infinity_and_nan_in_message_and_state_metadata() -> None:
+    from contextfold.message import Msg
+
+    msg = Msg("user", "hi", "user", metadata={"score": float("inf"), "low": float("-inf")})
+    state = AgentState(
+        session_id="s", name="a", summary=msg, context=[msg], metadata={"x": float("nan")}
+    )
+    text = state.model_dump_json()
+    restored = AgentState.model_validate_json(text)
+    assert restored.context[0].metadata == {"score": float("inf"), "low": float("-inf")}
+    assert restored.summary is not None
+    assert restored.summary.metadata["score"] == float("inf")
+    assert restored.metadata["x"] != restored.metadata["x"]  # NaN, not None

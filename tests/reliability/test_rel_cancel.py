@@ -181,13 +181,6 @@ def _points(turns: int) -> list[int]:
     return [k for _ in range(scaled(1)) for k in range(turns + 1)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (agent/_agent.py _reply_core): a cancellation while the tool results are "
-    "being stored (add_tool_results awaiting the offload of a truncated result) escapes the "
-    "try/except that adds 'interrupted' results, so the assistant's tool calls stay "
-    "unanswered and the context is no longer provider-valid",
-)
 async def test_cancelled_reply_leaves_a_provider_valid_state() -> None:
     turns, _, _ = await _turns(_reply)
     for k in _points(turns):

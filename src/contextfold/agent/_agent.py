@@ -24,6 +24,7 @@ from ..model import (
 from ..tool import FunctionTool, Skill, Tool, Toolkit, error_result, load_skills, run_tool
 from ..tool._readback import readback_tools
 from ..tool._skills import skills_prompt
+from ..tool._toolkit import SpecCache
 from ..workspace import Offloader, SessionStore, WorkspaceReader
 from ._compress_tool import CompressContextTool
 from ._events import (
@@ -117,6 +118,9 @@ class Agent:
         self.tasks = TaskList()
         self.session_id = session_id or uuid.uuid4().hex
         self._builtin: dict[str, Tool] = {}
+        self._builtin_specs = SpecCache()
+        # Skills read once per reply (None outside a reply: read on each access).
+        self._reply_skills: list[Skill] | None = None
         self._readback = readback_tools and isinstance(offloader, WorkspaceReader)
         self._add_readback_tools()
         if tasks_enabled:
@@ -158,7 +162,16 @@ class Agent:
 
     @property
     def skills(self) -> list[Skill]:
-        """Skills from the toolkit, then from ``skills_dir`` (first wins on a name clash)."""
+        """Skills from the toolkit, then from ``skills_dir`` (first wins on a name clash).
+
+        Read from disk on each access outside a reply; during a reply they are read once,
+        at its start, so a skill added mid-reply is offered from the next reply on.
+        """
+        if self._reply_skills is not None:
+            return list(self._reply_skills)
+        return self._load_skills()
+
+    def _load_skills(self) -> list[Skill]:
         merged = {s.name: s for s in self.toolkit.skills}
         for skill in load_skills(self.skills_dir) if self.skills_dir else []:
             merged.setdefault(skill.name, skill)
@@ -212,6 +225,9 @@ class Agent:
         if self._readback and isinstance(self.offloader, WorkspaceReader):
             for func in readback_tools(self.offloader, session_id=self.session_id):
                 tool = FunctionTool(func)
+                replaced = self._builtin.get(tool.name)
+                if replaced is not None:
+                    self._builtin_specs.forget(replaced)
                 self._builtin[tool.name] = tool
 
     @classmethod
@@ -301,16 +317,20 @@ class Agent:
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model: built-ins, then the toolkit's."""
-        specs = [
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in self._builtin.values()
-        ]
+        specs = [self._builtin_specs.get(t) for t in self._builtin.values()]
         specs += [s for s in self.toolkit.specs() if s.name not in self._builtin]
         return specs
 
     # ----------------------------------------------------------------- the loop
 
     async def _reply_core(self, ctx: ReplyContext) -> Msg:
+        self._reply_skills = self._load_skills()
+        try:
+            return await self._loop(ctx)
+        finally:
+            self._reply_skills = None
+
+    async def _loop(self, ctx: ReplyContext) -> Msg:
         for incoming in _as_msgs(ctx.msg) or []:
             self._engine.append(incoming)
         for step in range(self.max_iters):
@@ -324,13 +344,14 @@ class Agent:
                 self._emit(ToolCallEvent(call=call, step=step))
             try:
                 results = await self._act(calls, step)
+                # Stores the results in one synchronous step after any offload, so a
+                # cancellation lands either before (nothing stored) or after (all stored).
+                stored = await self._engine.add_tool_results(Msg("tool", list(results), "user"))
             except BaseException:
-                # Keep the context provider-valid: every call gets a result.
-                await self._engine.add_tool_results(
-                    Msg("tool", [_interrupted(c) for c in calls], "user")
-                )
+                # Keep the context provider-valid: every call gets exactly one result.
+                if not _answers(self._engine.last, calls):
+                    self._engine.append(Msg("tool", [_interrupted(c) for c in calls], "user"))
                 raise
-            stored = await self._engine.add_tool_results(Msg("tool", list(results), "user"))
             for result in stored.tool_results:
                 self._emit(ToolResultEvent(result=result, step=step))
         logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
@@ -497,6 +518,14 @@ def _as_msgs(msg: Msg | Sequence[Msg] | str | None) -> list[Msg] | None:
     if isinstance(msg, Msg):
         return [msg]
     return list(msg)
+
+
+def _answers(msg: Msg | None, calls: list[ToolCallBlock]) -> bool:
+    """Whether ``msg`` holds the results of ``calls`` (stored before an interruption)."""
+    if msg is None:
+        return False
+    answered = {r.id for r in msg.tool_results}
+    return all(c.id in answered for c in calls)
 
 
 def _interrupted(call: ToolCallBlock) -> ToolResultBlock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..message import Msg
 from ._tasks import Task
@@ -18,6 +18,10 @@ class AgentState(BaseModel):
     Restore with ``Agent.from_state(state, model=..., ...)`` or ``agent.load_state(state)``.
     Tools, middleware and the model are code, not state: pass them again.
     """
+
+    # The outermost model's setting governs a dump: without this, Infinity/NaN kept in a
+    # message's metadata would be written as null and a restored session would differ.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     format_version: int = 1
     session_id: str

@@ -107,6 +107,11 @@ class ContextEngine:
         return tuple(self._context)
 
     @property
+    def last(self) -> Msg | None:
+        """The most recent message of the context (without copying it)."""
+        return self._context[-1] if self._context else None
+
+    @property
     def context_tokens(self) -> int:
         """Tokens of the stored context (the running total)."""
         return self._context_tokens
@@ -138,6 +143,11 @@ class ContextEngine:
         A result over ``tool_result_limit`` tokens keeps its head and tail (or head, per
         ``truncation_keep``) ending with the spec's marker, all within the limit. With an
         offloader the *whole* original is offloaded and the marker names the reference.
+
+        Atomic under cancellation: every offload is awaited first and the message is then
+        stored in one synchronous step, so a cancelled call stored nothing (if it was
+        cancelled before that step) or the whole message (if cancelled while events were
+        being emitted); :attr:`last` tells which.
         """
         truncator = self._truncator(self.config)
         blocks = msg.blocks()

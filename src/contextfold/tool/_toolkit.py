@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from ..message import ToolCallBlock, ToolResultBlock, ToolSpec
 from ._skills import Skill, load_skills, skills_prompt
 from ._tool import FunctionTool, Tool, to_tool_output
 
-__all__ = ["Toolkit", "error_result", "run_tool"]
+__all__ = ["SpecCache", "Toolkit", "error_result", "run_tool"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -44,6 +45,7 @@ class Toolkit:
     ) -> None:
         self._tools: dict[str, Tool] = {}
         self._skill_dirs: list[Path] = []
+        self._specs = SpecCache()
         for tool in tools:
             self.register(tool)
         if skills_dir is not None:
@@ -99,7 +101,7 @@ class Toolkit:
 
     def remove(self, name: str) -> None:
         """Remove a tool; ``KeyError`` if there is none by that name."""
-        del self._tools[name]
+        self._specs.forget(self._tools.pop(name))
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""
@@ -120,14 +122,19 @@ class Toolkit:
         return list(self._tools)
 
     def specs(self) -> list[ToolSpec]:
-        """What the model is told about each tool, in registration order."""
-        return [
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in self._tools.values()
-        ]
+        """What the model is told about each tool, in registration order.
+
+        A tool's spec object is reused while its name, description and schema are
+        unchanged, so the context engine recognises the same tools by identity each step.
+        """
+        return [self._specs.get(t) for t in self._tools.values()]
 
     def add_skills_dir(self, directory: str | Path) -> None:
-        """Read skills from ``directory/<name>/SKILL.md`` (re-read on every prompt build)."""
+        """Read skills from ``directory/<name>/SKILL.md`` (re-read on each :attr:`skills`).
+
+        An agent reads them once per reply, so a skill written mid-reply is offered from
+        the next reply on.
+        """
         self._skill_dirs.append(Path(directory))
 
     @property
@@ -146,6 +153,38 @@ class Toolkit:
     async def execute(self, call: ToolCallBlock) -> ToolResultBlock:
         """Run one call; every failure becomes an error result, never an exception."""
         return await run_tool(self.get(call.name), call, available=self.names)
+
+
+class SpecCache:
+    """The :class:`ToolSpec` of each tool object, rebuilt only when the tool changed.
+
+    Tools are plain objects whose attributes may be reassigned, so each lookup compares
+    the name, description and schema with the cached spec (cheap: usually the same
+    objects) instead of trusting the cache blindly.
+    """
+
+    def __init__(self) -> None:
+        # id -> (tool, spec); the tool is held so that its id cannot be reused.
+        self._specs: dict[int, tuple[Tool, ToolSpec]] = {}
+
+    def get(self, tool: Tool) -> ToolSpec:
+        """The spec of ``tool``, reused while it is unchanged."""
+        hit = self._specs.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            spec = hit[1]
+            if (
+                spec.name == tool.name
+                and spec.description == tool.description
+                and spec.parameters == tool.parameters
+            ):
+                return spec
+        spec = ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+        self._specs[id(tool)] = (tool, spec)
+        return spec
+
+    def forget(self, tool: Tool) -> None:
+        """Drop the cached spec of a tool that is no longer offered."""
+        self._specs.pop(id(tool), None)
 
 
 def _is_tool_object(obj: Any) -> bool:
@@ -182,10 +221,7 @@ async def run_tool(
             f"Error: the arguments of this {call.name} call were not a valid JSON object "
             f"({call.input_error}). Call the tool again with valid JSON arguments.",
         )
-    problems = sorted(
-        jsonschema.Draft202012Validator(tool.parameters).iter_errors(call.input),
-        key=lambda e: list(e.path),
-    )
+    problems = _problems(tool.parameters, call.input)
     if problems:
         detail = "; ".join(
             f"{'/'.join(map(str, e.path)) or '<arguments>'}: {e.message}" for e in problems[:5]
@@ -202,3 +238,76 @@ async def run_tool(
         return error_result(call, f"Error: {call.name} failed: {type(exc).__name__}: {exc}")
     output, is_error = to_tool_output(value)
     return ToolResultBlock(id=call.id, name=call.name, output=output, is_error=is_error)
+
+
+# -- argument validation -----------------------------------------------------------------
+
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
+_OBJECT_KEYS = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
+_SCALAR_KEYS = _ANNOTATIONS | {"type"}
+_SCALAR_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+_VALIDATOR_CACHE_SIZE = 256
+# id(schema) -> (schema, a deep copy of it as it was, its compiled validator)
+_validators: dict[int, tuple[dict[str, Any], dict[str, Any], jsonschema.Draft202012Validator]] = {}
+
+
+def _problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[Any]:
+    """Schema violations of ``arguments``, sorted by path (empty when valid)."""
+    if _plainly_valid(schema, arguments):
+        return []
+    return sorted(_validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """A compiled validator, reused while the schema is equal to the one it was built for."""
+    hit = _validators.get(id(schema))
+    if hit is not None and hit[0] is schema and hit[1] == schema:
+        return hit[2]
+    frozen = copy.deepcopy(schema)
+    validator = jsonschema.Draft202012Validator(frozen)
+    if len(_validators) >= _VALIDATOR_CACHE_SIZE:
+        _validators.pop(next(iter(_validators)))
+    _validators[id(schema)] = (schema, frozen, validator)
+    return validator
+
+
+def _plainly_valid(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """True only when ``arguments`` certainly satisfy a flat object schema of scalars.
+
+    The common tool schema (an object of string/number/boolean fields) is checked
+    directly, since jsonschema's general machinery costs ~100 us a call. False means
+    "not sure": the caller then runs the full validator, which also words the errors.
+    """
+    if schema.get("type") != "object" or not schema.keys() <= _OBJECT_KEYS:
+        return False
+    if not isinstance(arguments, dict):
+        return False
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return False
+    if extra is False:
+        if not arguments.keys() <= properties.keys():
+            return False
+    elif extra is not True:
+        return False
+    if any(name not in arguments for name in required):
+        return False
+    for name, value in arguments.items():
+        sub = properties.get(name)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict) or not sub.keys() <= _SCALAR_KEYS:
+            return False
+        kind = sub.get("type")
+        check = _SCALAR_TYPES.get(kind) if isinstance(kind, str) else None
+        if check is None or not check(value):
+            return False
+    return True
