@@ -16,27 +16,10 @@ from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolR
 from contextfold.model import ChatResponse, OpenAIChatModel
 from contextfold.token._llama import LlamaTokenCounter, call_arguments
 from llama_server_process import LLAMA_CONTEXT
+from sample_tools import SEARCH, WEATHER
 
 pytestmark = pytest.mark.slow
 
-WEATHER = ToolSpec(
-    name="get_weather",
-    description="Current weather for a city",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
-SEARCH = ToolSpec(
-    name="search_docs",
-    description="Full-text search over the project docs",
-    parameters={
-        "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["query"],
-    },
-)
 SYSTEM = Msg("system", "You are a helpful assistant. Be brief.", "system")
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from localmodel_cases import SEARCH, WEATHER
 
 from contextfold._exceptions import ContextWindowExceededError
 from contextfold.message import Msg
 from contextfold.model import LocalChatModel, ResponseCompleted, TextDelta, ToolCallDelta
 from contextfold.model._local import _call_block
+from sample_tools import SEARCH, WEATHER
 
 QUESTION = [
     Msg("system", "You are a helpful assistant. Answer briefly.", "system"),

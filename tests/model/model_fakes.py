@@ -8,25 +8,15 @@ Every request body is recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 from model_scenarios import SECRET_KEY, Cut, Failure, Reply, Turn
 
+from http_fakes import cut_sse_response, garbled_response, sse_response
+
 MODEL_ANTHROPIC = "claude-sonnet-5"
-
-
-class _BrokenStream(httpx2.AsyncByteStream):
-    """A body that sends some bytes, then loses the connection."""
-
-    def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
-        raise httpx2.ReadError("connection reset by peer")
 
 
 class FakeProvider:
@@ -58,27 +48,14 @@ class FakeProvider:
             if turn.kind == "timeout":
                 raise httpx2.ReadTimeout("timed out", request=request)
             if turn.kind == "garbled":  # a 200 whose body a proxy mangled
-                if body.get("stream"):
-                    content_type, garbage = "text/event-stream", b"data: {oops\n\n"
-                else:
-                    content_type, garbage = "application/json", b'{"id": "x", "choi'
-                return httpx2.Response(200, headers={"content-type": content_type}, content=garbage)
+                return garbled_response(stream=bool(body.get("stream")))
             status, payload = self.error(turn.kind)
             headers = {"retry-after": turn.retry_after} if turn.retry_after else {}
             return httpx2.Response(status, json=payload, headers=headers)
         if isinstance(turn, Cut):
-            events = list(self.sse(turn.reply))
-            return httpx2.Response(
-                200,
-                headers={"content-type": "text/event-stream"},
-                stream=_BrokenStream(events[: len(events) // 2]),
-            )
+            return cut_sse_response(list(self.sse(turn.reply)))
         if body.get("stream"):
-            return httpx2.Response(
-                200,
-                headers={"content-type": "text/event-stream"},
-                content=b"".join(self.sse(turn)),
-            )
+            return sse_response(list(self.sse(turn)))
         return httpx2.Response(200, json=self.json(turn))
 
     def json(self, reply: Reply) -> dict[str, Any]:

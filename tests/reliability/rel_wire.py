@@ -10,13 +10,14 @@ malformed arguments. Every request body is recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import httpx2
 from rel_support import summary_fields
 
 from contextfold.model import AnthropicChatModel, ChatModelBase, OpenAIChatModel
+from http_fakes import BrokenStream, cut_sse_response, garbled_response, sse_response
 
 SECRET = "sk-test-SECRET-0123456789abcdefghijklmnop"
 """The API key the adapters are built with; it must never be shown anywhere."""
@@ -40,16 +41,6 @@ FAULTS = (
     "invalid_summary",
     "text",
 )
-
-
-class _Cut(httpx2.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
-        raise httpx2.ReadError("connection reset by peer")
 
 
 class FakeServer:
@@ -105,13 +96,7 @@ class FakeServer:
             headers = {"retry-after": "0"} if fault == "429" else {}
             return httpx2.Response(status, json=payload, headers=headers)
         if fault == "garbled_body":
-            if stream:
-                return httpx2.Response(
-                    200, headers={"content-type": "text/event-stream"}, content=b"data: {oops\n\n"
-                )
-            return httpx2.Response(
-                200, headers={"content-type": "application/json"}, content=b'{"id": "x", "choi'
-            )
+            return garbled_response(stream=stream)
         text, calls = "", []
         if fault == "empty":
             pass
@@ -130,19 +115,11 @@ class FakeServer:
             calls = []  # a JSON body cannot carry malformed tool input; send an empty answer
         if stream:
             events = list(self._sse(text, calls))
-            if fault == "cut":
-                return httpx2.Response(
-                    200,
-                    headers={"content-type": "text/event-stream"},
-                    stream=_Cut(events[: len(events) // 2]),
-                )
-            return httpx2.Response(
-                200, headers={"content-type": "text/event-stream"}, content=b"".join(events)
-            )
+            return cut_sse_response(events) if fault == "cut" else sse_response(events)
         if fault == "cut":  # a whole-body answer cut in the middle
             whole = json.dumps(self._json(text, calls)).encode()
             return httpx2.Response(
-                200, headers={"content-type": "application/json"}, stream=_Cut([whole[:40]])
+                200, headers={"content-type": "application/json"}, stream=BrokenStream([whole[:40]])
             )
         return httpx2.Response(200, json=self._json(text, calls))
 

@@ -187,31 +187,43 @@ class ChatModelBase(ABC):
                 if candidate is None:
                     problem = f"the model did not call {name!r}"
             if candidate is not None:
-                errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
-                if not errors:
+                found = schema_problem(validator, candidate)
+                if found is None:
                     return dict(candidate)
-                problem = "; ".join(
-                    f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5]
-                )
-            logger.info(
-                "structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem
+                problem = found
+            note = retry_note(
+                problem,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                ask=f"Call {name} again with arguments that match its schema exactly.",
             )
-            history = [
-                *history,
-                Msg(
-                    "system",
-                    [
-                        TextBlock(
-                            text=f"Your output was invalid ({problem}). Call {name} again "
-                            "with arguments that match its schema exactly."
-                        )
-                    ],
-                    "user",
-                ),
-            ]
-        raise StructuredOutputError(
-            f"{self.model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
-        )
+            history = [*history, Msg("system", [TextBlock(text=note)], "user")]
+        raise no_valid_output(self.model_name, name, max_attempts, problem)
+
+
+def schema_problem(validator: jsonschema.Draft202012Validator, candidate: Any) -> str | None:
+    """Up to five of ``candidate``'s schema violations as one line; ``None`` when it is valid."""
+    errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    return "; ".join(f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5])
+
+
+def retry_note(
+    problem: str, *, attempt: int, max_attempts: int, ask: str, subject: str = "Your output"
+) -> str:
+    """Log an invalid structured-output attempt; the note that asks the model to retry."""
+    logger.info("structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem)
+    return f"{subject} was invalid ({problem}). {ask}"
+
+
+def no_valid_output(
+    model_name: str, name: str, max_attempts: int, problem: str
+) -> StructuredOutputError:
+    """The error raised when every structured-output attempt was invalid."""
+    return StructuredOutputError(
+        f"{model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
+    )
 
 
 def _json_object_in_text(text: str) -> dict[str, Any] | None:

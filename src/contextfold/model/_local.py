@@ -17,12 +17,11 @@ from .._exceptions import (
     ContextWindowExceededError,
     MissingDependencyError,
     ModelError,
-    StructuredOutputError,
 )
 from .._logging import logger
 from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
 from ..token._llama import LlamaTokenCounter, forced_tool, tools_shown
-from ._base import ChatModelBase
+from ._base import ChatModelBase, no_valid_output, retry_note, schema_problem
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
 from ._weights import embedded_model_path
 
@@ -466,23 +465,23 @@ class LocalChatModel(ChatModelBase):
             except json.JSONDecodeError as exc:
                 problem = f"not valid JSON ({exc}); the answer may have hit max_tokens"
             else:
-                errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
-                if not errors:
+                found = schema_problem(validator, candidate)
+                if found is None:
                     return dict(candidate)
-                problem = "; ".join(
-                    f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5]
-                )
-            logger.info(
-                "structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem
+                problem = found
+            note = retry_note(
+                problem,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                ask="Try again.",
+                subject="That output",
             )
             history = [
                 *history,
                 Msg(self.model_name, done.text, "assistant"),
-                Msg("system", f"That output was invalid ({problem}). Try again.", "user"),
+                Msg("system", note, "user"),
             ]
-        raise StructuredOutputError(
-            f"{self.model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
-        )
+        raise no_valid_output(self.model_name, name, max_attempts, problem)
 
     def _locked_json(self, prompt: str, schema: dict[str, Any]) -> _Completion:
         with self._lock:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import MissingDependencyError
-from ._metrics import ReplayResult, RunResult
+from ._metrics import ReplayResult, RunResult, StepUsage
 
 __all__ = ["write_report"]
 
@@ -95,76 +95,30 @@ def _per_run_figure(go: Any, make_subplots: Any, runs: list[RunResult], window: 
         compressed = [s for s in run.steps if s.compressions]
         truncated = [s for s in run.steps if s.truncations]
         traces = [
+            (_line(go, steps, [s.total for s in run.steps], "with contextfold", "total"), 1),
+            (_line(go, steps, [s.raw for s in run.steps], "raw history", "raw", dash="dash"), 1),
+            (_markers(go, compressed, "compression", size=11, symbol="triangle-down"), 1),
+            (_markers(go, truncated, "truncation", size=9, symbol="x"), 1),
             (
-                go.Scatter(
-                    x=steps,
-                    y=[s.total for s in run.steps],
-                    name="with contextfold",
-                    mode="lines",
-                    line={"color": _COLORS["total"]},
-                ),
-                1,
-            ),
-            (
-                go.Scatter(
-                    x=steps,
-                    y=[s.raw for s in run.steps],
-                    name="raw history",
-                    mode="lines",
-                    line={"color": _COLORS["raw"], "dash": "dash"},
-                ),
-                1,
-            ),
-            (
-                go.Scatter(
-                    x=[s.step for s in compressed],
-                    y=[s.total for s in compressed],
-                    name="compression",
-                    mode="markers",
-                    marker={"color": _COLORS["compression"], "size": 11, "symbol": "triangle-down"},
-                ),
-                1,
-            ),
-            (
-                go.Scatter(
-                    x=[s.step for s in truncated],
-                    y=[s.total for s in truncated],
-                    name="truncation",
-                    mode="markers",
-                    marker={"color": _COLORS["truncation"], "size": 9, "symbol": "x"},
-                ),
-                1,
-            ),
-            (
-                go.Scatter(
-                    x=steps,
-                    y=[s.system + s.tools + s.overhead for s in run.steps],
-                    name="system prompt + tools",
-                    stackgroup="layers",
-                    mode="lines",
-                    line={"color": _COLORS["system"]},
+                _line(
+                    go,
+                    steps,
+                    [s.system + s.tools + s.overhead for s in run.steps],
+                    "system prompt + tools",
+                    "system",
+                    stacked=True,
                 ),
                 2,
             ),
             (
-                go.Scatter(
-                    x=steps,
-                    y=[s.summary for s in run.steps],
-                    name="summary",
-                    stackgroup="layers",
-                    mode="lines",
-                    line={"color": _COLORS["summary"]},
+                _line(
+                    go, steps, [s.summary for s in run.steps], "summary", "summary", stacked=True
                 ),
                 2,
             ),
             (
-                go.Scatter(
-                    x=steps,
-                    y=[s.context for s in run.steps],
-                    name="context",
-                    stackgroup="layers",
-                    mode="lines",
-                    line={"color": _COLORS["context"]},
+                _line(
+                    go, steps, [s.context for s in run.steps], "context", "context", stacked=True
                 ),
                 2,
             ),
@@ -209,6 +163,36 @@ def _per_run_figure(go: Any, make_subplots: Any, runs: list[RunResult], window: 
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=2, col=1)
     return fig
+
+
+def _line(
+    go: Any,
+    steps: list[int],
+    values: list[int],
+    name: str,
+    color: str,
+    *,
+    dash: str | None = None,
+    stacked: bool = False,
+) -> Any:
+    """A line of the per-run figure; ``stacked`` lines fill the layer plot below."""
+    line = {"color": _COLORS[color]} if dash is None else {"color": _COLORS[color], "dash": dash}
+    if stacked:
+        return go.Scatter(
+            x=steps, y=values, name=name, stackgroup="layers", mode="lines", line=line
+        )
+    return go.Scatter(x=steps, y=values, name=name, mode="lines", line=line)
+
+
+def _markers(go: Any, marked: list[StepUsage], name: str, *, size: int, symbol: str) -> Any:
+    """Markers on the request total at the steps where ``name`` happened."""
+    return go.Scatter(
+        x=[s.step for s in marked],
+        y=[s.total for s in marked],
+        name=name,
+        mode="markers",
+        marker={"color": _COLORS[name], "size": size, "symbol": symbol},
+    )
 
 
 def _overlay_figure(go: Any, runs: list[RunResult], window: int) -> Any:
