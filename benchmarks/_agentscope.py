@@ -2,9 +2,10 @@
 
 The model subclasses AgentScope's ``ChatModelBase`` and answers each reasoning call with
 the next recorded assistant turn (text plus one ``bash`` tool call); structured-output
-calls (context compression) are answered by the shared extractive summarizer. The
-``bash`` tool returns the recorded output. Both are timed and their time is excluded
-from the framework clock, so what remains is AgentScope's own work per step.
+calls (context compression) are answered by the shared extractive summarizer
+(``contextfold.replay.summarize_items``). The ``bash`` tool returns the recorded output.
+Both are timed and their time is excluded from the framework clock, so what remains is
+AgentScope's own work per step.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ except ImportError as exc:  # pragma: no cover - depends on the optional group
 
 from ._common import Compression, FrameworkClock, RunResult
 from ._data import FINAL_TEXT, Session
-from ._summarizer import summarize
 
 __all__ = [
     "VERSION",
@@ -179,7 +179,11 @@ class ReplayModel(ChatModelBase):
         if len(messages) > 1 and "<system-info>" in (messages[1].get_text_content() or ""):
             start = 2
         span = messages[start:-1]
-        fields = summarize(flatten(messages))
+        # Imported here, not at module level: the synthetic sessions never compress, and
+        # loading contextfold would add to AgentScope's memory figure.
+        from contextfold.replay import summarize_items
+
+        fields = summarize_items(flatten(messages))
         self.compressions.append(
             Compression(
                 span_text="\n".join(t for _, t in flatten(span)),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import re
 import tempfile
 import time
@@ -16,7 +17,6 @@ from typing import Any
 
 from ._common import Compression, FrameworkClock, Pending, RunResult
 from ._data import FINAL_TEXT, Session
-from ._summarizer import summarize
 
 __all__ = ["flatten", "make_workspace", "render", "run_session"]
 
@@ -34,6 +34,7 @@ def _import() -> dict[str, Any]:
             ToolResultBlock,
         )
         from contextfold.model import ScriptedModel
+        from contextfold.replay import summarize_items
         from contextfold.tool import Toolkit
     except ImportError as exc:
         raise Pending(f"contextfold is missing a piece the benchmark needs: {exc}") from exc
@@ -48,6 +49,7 @@ def _import() -> dict[str, Any]:
         "ToolResultBlock": ToolResultBlock,
         "ScriptedModel": ScriptedModel,
         "Toolkit": Toolkit,
+        "summarize_items": summarize_items,
     }
 
 
@@ -75,9 +77,39 @@ def flatten(msgs: list[Any]) -> list[tuple[str, str]]:
     return items
 
 
-_ENTRY = re.compile(r"^\[(user|assistant|system|tool) [^\]\n]*\]\n", re.M)
+_ENTRY = re.compile(r"^\[(user|assistant|system) [^\]\n]*\]\n", re.M)
 _PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.S)
 _CONVERSATION = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.S)
+# The markers `transcript_entry` puts before each non-text block of a message.
+_MARK = re.compile(
+    r"^\((?:tool call [^:\n]*: [^)\n]*|tool result [^:\n]*: [^)\n]*?(?: ERROR)?\)"
+    r"(?: \[[^\]\n]*\])?|thinking|runtime hint)\)? ",
+    re.M,
+)
+
+
+def _entry_items(role: str, body: str) -> list[tuple[str, str]]:
+    """One transcript entry as the items :func:`flatten` gives for the message itself."""
+    marks = list(_MARK.finditer(body))
+    items: list[tuple[str, str]] = []
+    prose = body[: marks[0].start()] if marks else body
+    if prose.strip():
+        items.append((role, prose.strip()))
+    for m, nxt in zip(marks, [*marks[1:], None], strict=False):
+        text = body[m.end() : nxt.start() if nxt is not None else len(body)].rstrip("\n")
+        head = m.group(0)
+        if head.startswith("(tool call"):
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = None
+            values = args.values() if isinstance(args, dict) else [text]
+            items.append(("assistant", "\n".join(str(v) for v in values)))
+        elif head.startswith("(tool result"):
+            items.append(("tool", text))
+        else:
+            items.append((role, text))
+    return items
 
 
 def summary_request_items(
@@ -87,7 +119,8 @@ def summary_request_items(
 
     Our engine sends the span as one transcript (``[role name]`` entries inside
     ``<conversation>``, the previous summary inside ``<previous-summary>``); this splits
-    it back into the neutral items the shared summarizer reads.
+    it back into the neutral items :func:`flatten` gives for the messages themselves,
+    the same shape the AgentScope side hands the shared summarizer.
     """
     text = "\n".join(t for r, t in flatten(msgs) if r == "user")
     previous = [("user", m.group(1)) for m in _PREVIOUS.finditer(text)]
@@ -98,9 +131,9 @@ def summary_request_items(
     body = conv.group(1)
     span: list[tuple[str, str]] = []
     marks = list(_ENTRY.finditer(body))
-    for m, nxt in zip(marks, [*marks[1:], None], strict=True):
+    for m, nxt in zip(marks, [*marks[1:], None], strict=False):
         end = nxt.start() if nxt is not None else len(body)
-        span.append((m.group(1), body[m.end() : end].strip()))
+        span.extend(_entry_items(m.group(1), body[m.end() : end].strip("\n")))
     return previous, span
 
 
@@ -171,12 +204,13 @@ async def run_session(
     compressions: list[Compression] = []
     requests: list[str] = []
     template = cf["ContextConfig"]().summary_template
+    summarize_items = cf["summarize_items"]
 
     def script(request: Any) -> Any:
         choice = request.tool_choice
         if isinstance(choice, str) and choice not in ("auto", "none", "required"):
             previous, span = summary_request_items(request.messages)
-            fields = summarize(previous + span)
+            fields = summarize_items(previous + span)
             compressions.append(
                 Compression(
                     span_text="\n".join(t for _, t in span),

@@ -222,8 +222,11 @@ async def run(opts: Options) -> str:
         "the same summarizer, `tool_result_limit=3000`, a local workspace as offloader.\n",
     ]
     pending_note = None
-    # Warm-up (not counted): first-use costs of both systems, e.g. loading tokenizers.
-    await replay_pairs(sessions[:1], 16000)
+    # Warm-up (not counted): first-use costs of both systems, e.g. loading tokenizers. The
+    # session with the longest tool output, so that truncation (which loads a second
+    # tokenizer on our side, about 0.5 s) and compression are both exercised here.
+    warm = max(sessions, key=lambda s: max((len(st.output) for st in s.steps), default=0))
+    await replay_pairs([warm], 16000)
     for cs in (16000, 32000):
         pairs = await replay_pairs(sessions, cs)
         if cs == 16000:

@@ -4,19 +4,43 @@ For every compression in the replays at ``context_size=16000``, the distinct fil
 function names, error lines and numbers of the compressed span are looked up (a) in the
 summary the model then sees and (b) in the summary plus everything the workspace kept,
 which the agent can read back with its file tools. Both systems use the same extractive
-summarizer (``benchmarks/_summarizer.py``), so differences come from the frameworks.
+summarizer (``contextfold.replay.summarize_items``), so differences come from the
+frameworks. The facts are found by this module's own patterns, independent of the
+summarizer's, so the summarizer is not graded by its own yardstick.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ._common import Options, RunResult
 from ._data import load_swebench
-from ._summarizer import FACT_KINDS, extract_facts
 from .fig_overhead import replay_pairs
 
-__all__ = ["retention", "run"]
+__all__ = ["FACT_KINDS", "extract_facts", "retention", "run"]
+
+FACT_KINDS = ("paths", "functions", "errors", "numbers")
+
+_PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w-]+\.[A-Za-z]\w{0,5}\b")
+# Definitions, snake_case calls, and the function of each traceback frame.
+_FUNC = re.compile(
+    r"\b(?:def|class)\s+([A-Za-z_]\w*)|\b([a-z_][a-z0-9]*_[a-z0-9_]+)\(|, in ([A-Za-z_]\w*)$",
+    re.M,
+)
+_ERROR = re.compile(
+    r"^\s*((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|Failure)\b:?[^\n]{0,160})", re.M
+)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+
+
+def extract_facts(text: str) -> dict[str, list[str]]:
+    """Paths, function names, error lines and numbers (3+ characters) found in ``text``."""
+    paths = _PATH.findall(text)
+    funcs = [a or b or c for a, b, c in _FUNC.findall(text)]
+    errors = [e.strip() for e in _ERROR.findall(text) if len(e.strip()) > 8]
+    numbers = [n for n in _NUMBER.findall(text) if len(n) >= 3]
+    return {"paths": paths, "functions": funcs, "errors": errors, "numbers": numbers}
 
 
 def retention(runs: list[RunResult]) -> dict[str, tuple[int, int, int]]:

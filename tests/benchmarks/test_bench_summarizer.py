@@ -1,4 +1,9 @@
-"""The benchmark harness's shared summarizer and data loader (no AgentScope needed)."""
+"""The benchmark harness's shared summarizer input and data loader (no AgentScope needed).
+
+Both systems are summarized by the library's ``summarize_items``; what the harness adds is
+turning our engine's summarizer request back into the neutral ``(role, text)`` items
+that AgentScope's messages flatten to.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,25 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from contextfold.context import ContextConfig
+from contextfold.context._summary import render_summary, transcript_entry
+from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from contextfold.replay import summarize_items
+
 ROOT = Path(__file__).parents[2]
 
 
 def _load(name: str) -> ModuleType:
+    if f"benchmarks.{name}" in sys.modules:
+        return sys.modules[f"benchmarks.{name}"]
+    if "benchmarks" not in sys.modules:
+        package = importlib.util.spec_from_file_location(
+            "benchmarks", ROOT / "benchmarks" / "__init__.py"
+        )
+        assert package is not None
+        assert package.loader is not None
+        sys.modules["benchmarks"] = importlib.util.module_from_spec(package)
+        package.loader.exec_module(sys.modules["benchmarks"])
     spec = importlib.util.spec_from_file_location(
         f"benchmarks.{name}", ROOT / "benchmarks" / f"{name}.py"
     )
@@ -22,13 +42,14 @@ def _load(name: str) -> ModuleType:
     return module
 
 
-summarizer = _load("_summarizer")
 data = _load("_data")
+driver = _load("_contextfold")
 
 ITEMS = [
     ("system", "You are an agent."),
     ("user", "Fix the crash in src/app/main.py when the config is empty."),
-    ("assistant", "THOUGHT: look at the file\ncat src/app/main.py"),
+    ("assistant", "THOUGHT: look at the file"),
+    ("assistant", "cat src/app/main.py"),
     (
         "tool",
         'Traceback (most recent call last):\n  File "src/app/main.py", line 120, in load_config\n'
@@ -37,49 +58,70 @@ ITEMS = [
     ("assistant", "THOUGHT: the key is missing; patch parse_header() next."),
 ]
 
+MSGS = [
+    Msg("user", "Fix the crash in src/app/main.py when the config is empty.", "user"),
+    Msg(
+        "agent",
+        [
+            TextBlock(text="THOUGHT: look at the file"),
+            ToolCallBlock(id="c1", name="bash", input={"command": "cat src/app/main.py"}),
+        ],
+        "assistant",
+    ),
+    Msg(
+        "user",
+        [ToolResultBlock(id="c1", name="bash", output="KeyError: 'timeout'", is_error=True)],
+        "user",
+    ),
+]
 
-def test_summary_has_the_five_fields() -> None:
-    fields = summarizer.summarize(ITEMS)
-    assert set(fields) == {
-        "task_overview",
-        "current_state",
-        "important_discoveries",
-        "next_steps",
-        "context_to_preserve",
-    }
 
-
-def test_summary_is_deterministic() -> None:
-    assert summarizer.summarize(ITEMS) == summarizer.summarize(list(ITEMS))
-
-
-def test_task_overview_is_the_first_user_request() -> None:
-    assert summarizer.summarize(ITEMS)["task_overview"].startswith("Fix the crash")
+def _request(msgs: list[Msg], previous: str | None = None) -> list[Msg]:
+    pieces = [] if previous is None else [f"<previous-summary>\n{previous}\n</previous-summary>"]
+    conversation = "\n\n".join(transcript_entry(m) for m in msgs)
+    pieces.append(f"<conversation>\n{conversation}\n</conversation>")
+    return [Msg("system", "Summarize.", "system"), Msg("user", "\n\n".join(pieces), "user")]
 
 
 def test_summary_keeps_paths_errors_and_functions() -> None:
-    text = "\n".join(summarizer.summarize(ITEMS).values())
+    text = "\n".join(summarize_items(ITEMS).values())
     assert "src/app/main.py" in text
     assert "KeyError: 'timeout'" in text
     assert "load_config" in text
     assert "parse_header" in text
 
 
-def test_previous_summary_task_is_carried_over() -> None:
-    previous = (
-        "<system-info>Summary\n# Task overview\nShip version 2 of the parser.\n\n"
-        "# Current state\nnothing</system-info>"
-    )
-    fields = summarizer.summarize([("user", previous), ("assistant", "ok")])
-    assert fields["task_overview"] == "Ship version 2 of the parser."
+def test_tool_items_are_read_as_tool_results() -> None:
+    fields = summarize_items(ITEMS)
+    assert "1 tool call(s)" not in fields["current_state"]
+    assert "KeyError: 'timeout'" in fields["important_discoveries"]
 
 
-def test_extract_facts_finds_each_kind() -> None:
-    facts = summarizer.extract_facts(ITEMS[3][1] + "\ndef compute_hash(x): return 4096")
-    assert "src/app/main.py" in facts["paths"]
-    assert "compute_hash" in facts["functions"]
-    assert any(e.startswith("KeyError") for e in facts["errors"])
-    assert "4096" in facts["numbers"]
+def test_task_overview_is_the_first_user_request() -> None:
+    assert summarize_items(ITEMS)["task_overview"].startswith("Fix the crash")
+
+
+def test_previous_summary_task_is_carried_over_in_either_heading_case() -> None:
+    for heading in ("# Task overview", "# Task Overview"):
+        previous = (
+            f"<system-info>Summary\n{heading}\nShip version 2 of the parser.\n\n"
+            "# Current state\nnothing</system-info>"
+        )
+        fields = summarize_items([("user", previous), ("assistant", "ok")])
+        assert fields["task_overview"] == "Ship version 2 of the parser."
+
+
+def test_our_summary_request_reads_back_as_the_flattened_messages() -> None:
+    previous, span = driver.summary_request_items(_request(MSGS))
+    assert previous == []
+    assert span == driver.flatten(MSGS)
+
+
+def test_our_previous_summary_is_recognised_by_the_shared_summarizer() -> None:
+    fields = {"task_overview": "Ship version 2 of the parser.", "current_state": "x"}
+    rendered = render_summary(ContextConfig().summary_template, fields)
+    previous, span = driver.summary_request_items(_request(MSGS, previous=rendered))
+    assert summarize_items(previous + span)["task_overview"] == "Ship version 2 of the parser."
 
 
 def test_swebench_sessions_load_with_their_steps() -> None:

@@ -60,3 +60,22 @@ def test_transcript_shows_tool_traffic_as_text() -> None:
     assert entry == f'[assistant assistant]\nreading\n(tool call {call_id}: read) {{"arg": "read"}}'
     result = transcript_entry(results(asst, "file body"))
     assert result == f"[user tool]\n(tool result {call_id}: read) file body"
+
+
+def test_ledger_error_is_the_whole_line_holding_the_marker_once() -> None:
+    text = "ok\n  at step 3 FAILED with ValueError: bad\nnext\nTraceback (most recent call last)"
+    ledger = extract_ledger([user(text)])
+    assert ledger.errors == [
+        "at step 3 FAILED with ValueError: bad",
+        "Traceback (most recent call last)",
+    ]
+
+
+def test_ledger_keyword_inside_a_word_is_no_definition_but_the_next_one_is() -> None:
+    ledger = extract_ledger([user("undef class Foo and xfn bar")])
+    assert ledger.symbols == ["Foo"]
+
+
+def test_ledger_paths_keep_their_edges_across_whitespace_and_punctuation() -> None:
+    text = "see (src/a.py) and\tlib/b/c.txt:12, not http://x.org/y.html; file d.json."
+    assert extract_ledger([user(text)]).files == ["src/a.py", "lib/b/c.txt", "d.json"]

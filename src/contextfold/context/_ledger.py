@@ -27,17 +27,24 @@ _PATH = re.compile(
     r"(?::\d+)?(?![\w/])"
 )
 _BARE_FILE = re.compile(
-    r"(?<![\w/.-])([\w-]+\.(?:py|pyi|js|ts|tsx|jsx|go|rs|java|c|h|cc|cpp|hpp|rb|"
+    r"(?<![\w/.-])([\w-]++\.(?:py|pyi|js|ts|tsx|jsx|go|rs|java|c|h|cc|cpp|hpp|rb|"
     r"md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|sql|html|css))(?![\w])"
 )
 _FENCE = re.compile(r"```(?:bash|sh|shell|console|zsh)\n(.*?)```", re.DOTALL)
 _PROMPT = re.compile(r"^\s*\$ (.+)$", re.MULTILINE)
+# Error lines are found from a literal every marker contains (which the regex engine
+# scans for quickly), then checked with the full pattern on that line only: a
+# ``^.*(?:...).*$`` pattern over the whole text tried every alternative at every
+# character and was most of a compression's cost.
+_ERROR_HINT = re.compile(r"Error|Exception|Traceback|FAILED|error|fatal:|panic:")
 _ERROR = re.compile(
-    r"^.*(?:\b[A-Z]\w*(?:Error|Exception)\b|Traceback \(most recent call last\)|\bFAILED\b"
-    r"|\berror(?:\[\w+\])?:|\bfatal:|\bpanic:).*$",
-    re.MULTILINE,
+    r"\b[A-Z]\w*(?:Error|Exception)\b|Traceback \(most recent call last\)|\bFAILED\b"
+    r"|\berror(?:\[\w+\])?:|\bfatal:|\bpanic:"
 )
-_DEF = re.compile(r"\b(?:def|class|func|fn|function|interface|struct)\s+([A-Za-z_]\w*)")
+# Without a leading ``\b`` the engine can skip ahead to the keywords' first letters; the
+# word boundary before the keyword is checked in ``_symbols``.
+_DEF = re.compile(r"(?:def|class|func|fn|function|interface|struct)\s+([A-Za-z_]\w*)")
+_WORD = re.compile(r"\w")
 _CALL_IN_TICKS = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`")
 _URLISH = re.compile(r"^\w+://")
 
@@ -111,6 +118,41 @@ def _texts(msg: Msg) -> Iterable[tuple[str, str]]:
             yield "result", block.text()
 
 
+def _error_lines(text: str) -> Iterable[str]:
+    """Each line of ``text`` holding an error marker, once, in order."""
+    pos = 0
+    while (hint := _ERROR_HINT.search(text, pos)) is not None:
+        start = text.rfind("\n", 0, hint.start()) + 1
+        end = text.find("\n", hint.end())
+        end = len(text) if end < 0 else end
+        if _ERROR.search(text, start, end) is not None:
+            yield text[start:end]
+        pos = end + 1
+
+
+def _words_with(words: Sequence[str], char: str) -> str:
+    """The words (of ``str.split()``) that contain ``char``, joined by spaces.
+
+    Paths and file names hold no whitespace and their patterns look only one character
+    either side, which is whitespace (or the end) at a word's edge either way, so the
+    patterns find exactly the same matches here, in the same order, while the regex engine
+    scans a fraction of the text.
+    """
+    return " ".join(word for word in words if char in word)
+
+
+def _symbols(text: str) -> Iterable[str]:
+    """Names defined in ``text`` (``def name``, ``class Name``, ...), in order."""
+    pos = 0
+    while (match := _DEF.search(text, pos)) is not None:
+        start = match.start()
+        if start and _WORD.match(text, start - 1):
+            pos = start + 1  # inside a word ("undef x"): no boundary, look further on
+            continue
+        yield match.group(1)
+        pos = match.end()
+
+
 def extract_ledger(msgs: Sequence[Msg]) -> ArtifactLedger:
     """Extract files, commands, errors and symbols from ``msgs`` (deterministic)."""
     files: list[str] = []
@@ -122,18 +164,19 @@ def extract_ledger(msgs: Sequence[Msg]) -> ArtifactLedger:
             if kind == "command":
                 commands.append(_clip(text))
                 continue
-            for match in _PATH.finditer(text):
+            words = text.split()
+            for match in _PATH.finditer(_words_with(words, "/")):
                 path = match.group(1)
                 if not _URLISH.match(path) and len(path) <= 200:
                     files.append(path)
-            files.extend(m.group(1) for m in _BARE_FILE.finditer(text))
+            files.extend(m.group(1) for m in _BARE_FILE.finditer(_words_with(words, ".")))
             if kind == "text" and msg.role == "assistant":
                 for fence in _FENCE.finditer(text):
                     commands.extend(_clip(c) for c in fence.group(1).strip().splitlines()[:3] if c)
             commands.extend(_clip(m.group(1)) for m in _PROMPT.finditer(text))
             if kind == "result" or msg.role != "assistant":
-                errors.extend(_clip(m.group(0)) for m in _ERROR.finditer(text))
-            symbols.extend(m.group(1) for m in _DEF.finditer(text))
+                errors.extend(_clip(line) for line in _error_lines(text))
+            symbols.extend(_symbols(text))
             symbols.extend(m.group(1) for m in _CALL_IN_TICKS.finditer(text) if "(" in m.group(0))
     empty = ArtifactLedger()
     return empty.merge(

@@ -46,8 +46,10 @@ _LAST_ACTIONS = 6
 _HEADER = re.compile(r"^\[(user|assistant|system) ([^\]\n]*)\]$", re.MULTILINE)
 _PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\n(.*)\n</conversation>", re.DOTALL)
+# Case-insensitive: other frameworks' templates title-case the headings ("# Task Overview").
 _SECTION = re.compile(
-    r"^# Task overview\n(.*?)(?=\n# |\Z|</system-info>)", re.DOTALL | re.MULTILINE
+    r"^# Task overview\n(.*?)(?=\n# |\Z|</system-info>)",
+    re.DOTALL | re.MULTILINE | re.IGNORECASE,
 )
 _CALL = re.compile(r"^\(tool call ([^:\n]*): ([^)\n]*)\) (.*)$", re.MULTILINE)
 _RESULT = re.compile(
@@ -234,9 +236,11 @@ def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
     """The five fields for neutral ``(role, text)`` pairs, oldest first.
 
     For callers that flatten their own message types (e.g. benchmarks comparing
-    frameworks with one summarizer). System items and runtime prompts
-    (``<system-hint>``, ``<system-reminder>``) are skipped; the first item holding a
-    rendered summary (``<system-info>`` with a ``# Task overview``) is the previous summary.
+    frameworks with one summarizer). Roles are ``user``, ``assistant``, ``system`` and
+    ``tool`` (a tool's output, read as a tool result, so its error lines are reported).
+    System items and runtime prompts (``<system-hint>``, ``<system-reminder>``) are
+    skipped; the first item holding a rendered summary (``<system-info>`` with a
+    ``# Task overview`` heading, any case) is the previous summary.
     """
     previous: str | None = None
     entries: list[str] = []
@@ -247,11 +251,14 @@ def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
             previous is None
             and not entries
             and "<system-info>" in text
-            and "# Task overview" in text
+            and _SECTION.search(text) is not None
         ):
             previous = text
             continue
-        entries.append(f"[{role} {role}]\n{text}")
+        if role == "tool":
+            entries.append(f"[user tool]\n(tool result tool: tool) {text}")
+        else:
+            entries.append(f"[{role} {role}]\n{text}")
     return extractive_summary("\n\n".join(entries), previous=previous)
 
 
