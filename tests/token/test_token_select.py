@@ -7,7 +7,12 @@ import logging
 
 import pytest
 
-from contextfold.token import AnthropicEstimator, OpenAITokenCounter, counter_for_model
+from contextfold.token import (
+    AnthropicEstimator,
+    CalibratedCounter,
+    OpenAITokenCounter,
+    counter_for_model,
+)
 
 
 @pytest.mark.parametrize(
@@ -54,8 +59,10 @@ def test_image_pricing_follows_the_model(model: str, images: str) -> None:
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "anthropic:claude-3-5-haiku-latest"])
-def test_claude_models_get_the_estimator(model: str) -> None:
-    assert isinstance(counter_for_model(model), AnthropicEstimator)
+def test_claude_models_get_the_estimator_calibrated_by_usage(model: str) -> None:
+    counter = counter_for_model(model)
+    assert isinstance(counter, CalibratedCounter)
+    assert isinstance(counter.inner, AnthropicEstimator)
 
 
 def test_unknown_model_falls_back_to_o200k_with_a_log_note(

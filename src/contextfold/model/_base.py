@@ -112,6 +112,7 @@ class ChatModelBase(ABC):
                 continue
             if not response.content:
                 raise EmptyResponseError(f"{self.model_name} returned an empty response")
+            self._observe_usage(messages, tools, response)
             return response
 
     __call__ = generate
@@ -134,6 +135,8 @@ class ChatModelBase(ABC):
             try:
                 async for event in self._stream(messages, tools=tools, tool_choice=tool_choice):
                     started = True
+                    if isinstance(event, ResponseCompleted):
+                        self._observe_usage(messages, tools, event.response)
                     yield event
                 return
             except _RETRYABLE as exc:
@@ -141,6 +144,14 @@ class ChatModelBase(ABC):
                 if started or attempt > self.max_retries:
                     raise
                 await self._backoff(attempt, exc)
+
+    def _observe_usage(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], response: ChatResponse
+    ) -> None:
+        # Counters without a tokenizer (CalibratedCounter) learn from reported usage.
+        observe = getattr(self.token_counter, "observe", None)
+        if callable(observe) and response.usage is not None:
+            observe(messages, tools, response.usage)
 
     async def _backoff(self, attempt: int, exc: Exception) -> None:
         delay = self.retry_base_delay * (2 ** (attempt - 1)) * (0.5 + random.random())

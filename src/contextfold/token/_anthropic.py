@@ -214,12 +214,17 @@ class CalibratedCounter:
     ) -> None:
         """Learn from a request whose prompt the provider reported as ``usage``."""
         reported = usage if isinstance(usage, int) else usage.input_tokens
-        if reported <= 0 or not messages:
+        # A trailing runtime note (the engine's usage hint) is sent but never stored, so
+        # the next request will not extend it: match on the prefix before it.
+        kept = len(messages)
+        while kept and messages[kept - 1].metadata.get("contextfold") == "usage_hint":
+            kept -= 1
+        if reported <= 0 or not kept:
             return  # nothing reported (some servers send no usage): keep what we had
         self._last = _Observation(
-            length=len(messages),
+            length=kept,
             first=_key(messages[0]),
-            last=_key(messages[-1]),
+            last=_key(messages[kept - 1]),
             tools=_tools_key(tools),
             reported=reported,
             estimated=self.inner.count_request(messages, tools),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._logging import logger
-from ._anthropic import AnthropicEstimator
+from ._anthropic import AnthropicEstimator, CalibratedCounter
 from ._openai import ImagePricing, OpenAITokenCounter
 from ._protocol import TokenCounter
 
@@ -48,7 +48,8 @@ def counter_for_model(model_name: str) -> TokenCounter:
 
         return LlamaTokenCounter()
     if provider == "anthropic" or model.startswith("claude"):
-        return AnthropicEstimator()
+        # No public tokenizer: estimate high, then correct by the usage the provider reports.
+        return CalibratedCounter(AnthropicEstimator())
     if model.startswith(_O200K):
         return OpenAITokenCounter("o200k_base", images=_image_pricing(model))
     if model.startswith(_CL100K):
