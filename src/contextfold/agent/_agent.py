@@ -12,7 +12,14 @@ from typing import Any
 
 from .._exceptions import ContextWindowExceededError, EmptyResponseError
 from .._logging import logger
-from ..context import CompressionEvent, ContextConfig, ContextEngine, ContextEvent, ModelInput
+from ..context import (
+    READBACK_KEY,
+    CompressionEvent,
+    ContextConfig,
+    ContextEngine,
+    ContextEvent,
+    ModelInput,
+)
 from ..message import HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec
 from ..model import (
     ChatModelBase,
@@ -54,6 +61,9 @@ from ._tasks import TaskList
 __all__ = ["Agent"]
 
 _Sink = Callable[[AgentEvent], None]
+_CHARS_PER_TOKEN = 2
+"""A low estimate of characters per token (numbered log lines measure ~2.6 with the OpenAI
+tokenizer, prose ~5), so a Read sized by it rarely exceeds the limit."""
 # Set only while ``Agent.stream`` runs; tasks spawned for parallel tool calls inherit it.
 _SINK: ContextVar[_Sink | None] = ContextVar("contextfold_agent_sink", default=None)
 
@@ -78,6 +88,8 @@ class Agent:
     ``session_id`` (default: random), ``tasks_enabled`` (TaskCreate/TaskUpdate/TaskList),
     ``readback_tools`` (Read/Grep/Glob over the offloader, when it is a workspace) and
     ``parallel_tool_calls``. Built-in tools shadow toolkit tools of the same name.
+    Results of the read-back tools carry ``metadata["contextfold_readback"] = True``; the
+    engine cuts them when over ``tool_result_limit`` without offloading a second copy.
     """
 
     def __init__(
@@ -118,11 +130,13 @@ class Agent:
         self.tasks = TaskList()
         self.session_id = session_id or uuid.uuid4().hex
         self._builtin: dict[str, Tool] = {}
+        # The read-back tool objects (by identity), whose results are marked for the engine.
+        self._readback_tools: list[Tool] = []
         self._builtin_specs = SpecCache()
         # Skills read once per reply (None outside a reply: read on each access).
         self._reply_skills: list[Skill] | None = None
         self._readback = readback_tools and isinstance(offloader, WorkspaceReader)
-        self._add_readback_tools()
+        self._add_readback_tools(config)
         if tasks_enabled:
             self._builtin.update((t.name, t) for t in self.tasks.tools())
         if config.compression_tool_enabled:
@@ -196,7 +210,7 @@ class Agent:
         self._engine.session_id = state.session_id
         self._engine.load(summary=state.summary, context=state.context)
         self.tasks.load(state.tasks)
-        self._add_readback_tools()
+        self._add_readback_tools(self.context_config)
 
     async def save_session(self, store: SessionStore | None = None) -> None:
         """Save :attr:`state` as JSON to ``store`` (default: the offloader, if it is one)."""
@@ -220,15 +234,24 @@ class Agent:
             "as the offloader"
         )
 
-    def _add_readback_tools(self) -> None:
+    def _add_readback_tools(self, config: ContextConfig) -> None:
         # Scoped to the current session, so they are rebuilt when a session is loaded.
         if self._readback and isinstance(self.offloader, WorkspaceReader):
-            for func in readback_tools(self.offloader, session_id=self.session_id):
+            # Read stops early so its result usually fits tool_result_limit (at ~2
+            # characters per token) and points at the next offset instead of being cut.
+            funcs = readback_tools(
+                self.offloader,
+                session_id=self.session_id,
+                max_chars=config.tool_result_limit * _CHARS_PER_TOKEN,
+            )
+            self._readback_tools = []
+            for func in funcs:
                 tool = FunctionTool(func)
                 replaced = self._builtin.get(tool.name)
                 if replaced is not None:
                     self._builtin_specs.forget(replaced)
                 self._builtin[tool.name] = tool
+                self._readback_tools.append(tool)
 
     @classmethod
     def from_state(cls, state: AgentState | str | bytes, **kwargs: Any) -> Agent:
@@ -448,7 +471,11 @@ class Agent:
             if refusal is not None:
                 return error_result(call, refusal)
         available = [*self._builtin, *self.toolkit.names]
-        return await run_tool(tool, call, available=available)
+        result = await run_tool(tool, call, available=available)
+        # By identity, not name: a user tool called "Read" is offloaded as usual.
+        if tool is not None and any(tool is t for t in self._readback_tools):
+            result = result.model_copy(update={"metadata": {**result.metadata, READBACK_KEY: True}})
+        return result
 
     # ----------------------------------------------------------------- compression
 

@@ -18,11 +18,19 @@ from ._events import (
 from ._input import ContextUsage, ModelInput
 from ._ledger import ArtifactLedger, extract_ledger
 from ._summary import safe_format
-from ._truncate import TRUNCATION_MARKER, TRUNCATION_MARKER_WITH_REF, truncation_marker
+from ._truncate import (
+    READBACK_HINT,
+    READBACK_KEY,
+    TRUNCATION_MARKER,
+    TRUNCATION_MARKER_WITH_REF,
+    truncation_marker,
+)
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "READBACK_HINT",
+    "READBACK_KEY",
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",

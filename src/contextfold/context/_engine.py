@@ -35,7 +35,7 @@ from ._ledger import extract_ledger
 from ._replace import replace_content
 from ._split import choose_split, safe_boundaries
 from ._summary import SummaryWriter
-from ._truncate import ToolResultTruncator
+from ._truncate import ToolResultTruncator, is_readback
 
 __all__ = ["ContextEngine"]
 
@@ -142,7 +142,9 @@ class ContextEngine:
 
         A result over ``tool_result_limit`` tokens keeps its head and tail (or head, per
         ``truncation_keep``) ending with the spec's marker, all within the limit. With an
-        offloader the *whole* original is offloaded and the marker names the reference.
+        offloader the *whole* original is offloaded and the marker names the reference,
+        except for read-back results (``metadata["contextfold_readback"]``): their content
+        is already in the workspace, so they get the marker without a path.
 
         Atomic under cancellation: every offload is awaited first and the message is then
         stored in one synchronous step, so a cancelled call stored nothing (if it was
@@ -489,7 +491,9 @@ class ContextEngine:
         return await self.offloader.offload_context(self.session_id, msgs)
 
     async def _offload_result(self, block: ToolResultBlock) -> str | None:
-        if self.offloader is None:
+        # A read-back result is workspace content already: offloading it would copy it
+        # again, and each later Read of the copy could be copied once more.
+        if self.offloader is None or is_readback(block):
             return None
         return await self.offloader.offload_tool_result(self.session_id, block)
 

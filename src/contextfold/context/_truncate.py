@@ -8,10 +8,13 @@ from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultContent
 from ..token import TokenCounter
 
 __all__ = [
+    "READBACK_HINT",
+    "READBACK_KEY",
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ToolResultTruncator",
     "head_within",
+    "is_readback",
     "tail_within",
     "truncation_marker",
 ]
@@ -30,6 +33,22 @@ TRUNCATION_MARKER_WITH_REF = (
     "</system-reminder>"
 )
 """The spec's marker when the full output was offloaded; ``{ref}`` is its reference."""
+
+
+READBACK_KEY = "contextfold_readback"
+"""``ToolResultBlock.metadata`` key: true on results of the agent's read-back tools.
+
+Such a result already shows workspace content, so when it is over the limit it is cut
+without being offloaded again (the marker has no path; :data:`READBACK_HINT` precedes it).
+"""
+
+READBACK_HINT = "[Read again with a larger offset, or a narrower Grep, to see the rest.]"
+"""The line put before the marker of a cut read-back result."""
+
+
+def is_readback(block: ToolResultBlock) -> bool:
+    """Whether ``block`` is marked as a read-back result (see :data:`READBACK_KEY`)."""
+    return block.metadata.get(READBACK_KEY) is True
 
 
 def truncation_marker(ref: str | None) -> str:
@@ -101,10 +120,15 @@ class ToolResultTruncator:
     ) -> ToolResultBlock:
         """A copy of ``block`` whose text fits ``limit`` tokens (marker included).
 
-        Non-text parts (images) are kept; the image limit handles them.
+        Non-text parts (images) are kept; the image limit handles them. A read-back result
+        (:func:`is_readback`) gets :data:`READBACK_HINT` on the line before the marker, so
+        the model learns how to see the rest; the marker itself stays exact and last.
         """
         limit = self.limit if limit is None else limit
-        text = self._cut_text(block.text(), limit, truncation_marker(ref))
+        marker = truncation_marker(ref)
+        if is_readback(block):
+            marker = f"{READBACK_HINT}\n{marker}"
+        text = self._cut_text(block.text(), limit, marker)
         output: str | list[ToolResultContent]
         if isinstance(block.output, str):
             output = text

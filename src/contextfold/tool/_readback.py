@@ -25,14 +25,19 @@ def readback_tools(
     session_id: str | None = None,
     grep_timeout: float = 5.0,
     max_line_chars: int = _MAX_LINE,
+    max_chars: int | None = None,
 ) -> list[Callable[..., Awaitable[str]]]:
     """``Read``, ``Grep`` and ``Glob`` over ``reader``, as plain async functions.
 
     With ``session_id`` the tools see only that session's items (and the data files it
     references); otherwise the whole workspace. Errors come back as text starting with
     ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every search, so a
-    catastrophic pattern cannot hang the agent.
+    catastrophic pattern cannot hang the agent. With ``max_chars``, ``Read`` returns fewer
+    lines than asked when they would exceed it (at least one line), and says which offset
+    to continue from; the agent sets it from ``tool_result_limit`` so reads usually fit.
     """
+    if max_chars is not None and max_chars < 1:
+        raise ValueError(f"max_chars must be at least 1 (or None for no cap), got {max_chars}")
 
     def clip(line: str) -> str:
         if len(line) <= max_line_chars:
@@ -70,9 +75,18 @@ def readback_tools(
         if lines == [""]:
             return f"(no lines at offset {offset}; the item is shorter)"
         more = len(lines) > limit
-        out = [f"{offset + i + 1:>6}\t{clip(line)}" for i, line in enumerate(lines[:limit])]
+        out: list[str] = []
+        size = 0
+        for i, line in enumerate(lines[:limit]):
+            row = f"{offset + i + 1:>6}\t{clip(line)}"
+            size += len(row) + 1
+            if out and max_chars is not None and size > max_chars:
+                more = True
+                break
+            out.append(row)
         if more:
-            out.append(f"(more lines follow; call Read with offset={offset + limit} to continue)")
+            nxt = offset + len(out)
+            out.append(f"(more lines follow; call Read with offset={nxt} to continue)")
         return "\n".join(out)
 
     async def Grep(
