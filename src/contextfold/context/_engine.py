@@ -287,9 +287,21 @@ class ContextEngine:
             summary=self.counter.count_message(self._summary) if self._summary else 0,
             context=self._context_tokens,
             tools=self._tool_tokens(tools),
-            overhead=self._overhead,
+            overhead=self._overhead + self._calibration(system_prompt, tools),
             context_size=self.context_size,
         )
+
+    def _calibration(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
+        # Counters without a tokenizer (CalibratedCounter) correct their estimate by the
+        # usage the provider reported for the request this one extends. Exact counters
+        # have no ``correction`` and cost nothing here.
+        correction = getattr(self.counter, "correction", None)
+        if not callable(correction):
+            return 0
+        head = [self._system_msg(system_prompt)[0]]
+        if self._summary is not None:
+            head.append(self._summary)
+        return int(correction([*head, *self._context], tools))
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)

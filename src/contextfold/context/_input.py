@@ -18,7 +18,8 @@ class ContextUsage:
     context: int
     tools: int
     overhead: int
-    """Reply priming and any other per-request cost."""
+    """Reply priming and any other per-request cost; for counters calibrated by reported
+    usage, also their correction (which may be negative: estimators err high)."""
     context_size: int
 
     @property
