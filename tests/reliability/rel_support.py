@@ -18,6 +18,7 @@ from contextfold.agent import Agent, ContextConfig
 from contextfold.context import ContextEngine
 from contextfold.message import Msg, check_anthropic_valid, check_openai_valid
 from contextfold.model import ChatModelBase, ScriptedModel, ScriptedRequest, text_reply, tool_reply
+from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace
 
 SOAK = max(1, int(os.environ.get("CONTEXTFOLD_SOAK", "1") or "1"))
@@ -99,6 +100,23 @@ def make_agent(
         context_config=config or ContextConfig(trigger_ratio=0.5, reserve_ratio=0.1),
         **kwargs,
     )
+
+
+def adder_toolkit() -> Toolkit:
+    """A toolkit with one small tool, ``add``, for tests that need a tool to call."""
+    kit = Toolkit()
+
+    @kit.register
+    def add(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: First.
+            b: Second.
+        """
+        return a + b
+
+    return kit
 
 
 def scripted(script: Any = (), *, context_size: int = 4000, retries: int = 2) -> ScriptedModel:

@@ -17,6 +17,7 @@ import httpx2
 from rel_support import summary_fields
 
 from contextfold.model import AnthropicChatModel, ChatModelBase, OpenAIChatModel
+from contextfold.token import AnthropicEstimator
 from http_fakes import BrokenStream, cut_sse_response, garbled_response, sse_response
 
 SECRET = "sk-test-SECRET-0123456789abcdefghijklmnop"
@@ -74,6 +75,10 @@ class FakeServer:
             context_size=context_size,
             max_retries=retries,
             retry_base_delay=0.0,
+            # This fake reports a fixed 10 input tokens, which the default counter
+            # (calibrated by reported usage) would believe; these tests are about faults,
+            # so they count with the plain estimator.
+            token_counter=AnthropicEstimator(),
         )
 
     # -- dispatch ----------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from rel_support import (
     Added,
+    adder_toolkit,
     assert_nothing_lost,
     assert_provider_valid,
     filler,
@@ -40,7 +41,6 @@ from contextfold.agent import Agent, ContextConfig, check_requests_valid
 from contextfold.context import CompressionEvent
 from contextfold.message import ToolCallBlock
 from contextfold.model import ChatResponse, ScriptedModel, tool_reply
-from contextfold.tool import Toolkit
 from contextfold.workspace import MemoryWorkspace
 
 FIELDS = summary_fields("fault")
@@ -49,22 +49,6 @@ BAD_JSON = ChatResponse(
     stop_reason="tool_use",
 )
 EMPTY = ChatResponse(content=[])
-
-
-def _toolkit() -> Toolkit:
-    kit = Toolkit()
-
-    @kit.register
-    def add(a: int, b: int) -> int:
-        """Add two numbers.
-
-        Args:
-            a: First.
-            b: Second.
-        """
-        return a + b
-
-    return kit
 
 
 @dataclass
@@ -171,7 +155,7 @@ async def test_model_fault_ends_cleanly_and_loses_nothing(name: str, mode: str) 
     summarizer = scripted(list(case.summarizer))
     config = ContextConfig(trigger_ratio=0.5, reserve_ratio=0.1, **case.config)
     agent = make_agent(
-        model, offloader=ws, summarizer=summarizer, config=config, toolkit=_toolkit()
+        model, offloader=ws, summarizer=summarizer, config=config, toolkit=adder_toolkit()
     )
     added = Added(agent.engine)
     compressions: list[CompressionEvent] = []
