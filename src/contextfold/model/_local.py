@@ -20,7 +20,7 @@ from .._exceptions import (
 )
 from .._logging import logger
 from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
-from ..token._llama import LlamaTokenCounter, forced_tool, tools_shown
+from ..token._llama import LlamaTokenCounter, close_at_exit, forced_tool, tools_shown
 from ._base import ChatModelBase, no_valid_output, retry_note, schema_problem
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
 from ._weights import embedded_model_path
@@ -205,6 +205,7 @@ class LocalChatModel(ChatModelBase):
                 )
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"could not load {self.model_path}: {exc}") from exc
+            close_at_exit(self._llama)
         return self._llama
 
     def _grammar(self, key: str, build: Callable[[], LlamaGrammar]) -> LlamaGrammar:

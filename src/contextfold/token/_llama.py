@@ -28,10 +28,12 @@ Two framings are counted, both exactly:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -144,7 +146,25 @@ def _vocab(path: Path) -> Llama:
         quiet = suppress_stdout_stderr(disable=False)
     # A vocab-only model has no trained context length, which llama.cpp warns about.
     with _vocab_lock, quiet:
-        return Llama(str(path), vocab_only=True, verbose=False)
+        llama = Llama(str(path), vocab_only=True, verbose=False)
+    close_at_exit(llama)
+    return llama
+
+
+def close_at_exit(llama: Any) -> None:
+    """Free a llama.cpp model at interpreter exit, while llama_cpp's globals still exist.
+
+    Left to ``Llama.__del__``, the free runs during module teardown and prints an ignored
+    ``TypeError``. The weak reference keeps the model collectable before exit.
+    """
+    ref = weakref.ref(llama)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    atexit.register(close)
 
 
 @functools.cache
