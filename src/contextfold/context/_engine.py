@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from .._exceptions import CompressionError
 from .._logging import logger
@@ -301,7 +301,7 @@ class ContextEngine:
         head = [self._system_msg(system_prompt)[0]]
         if self._summary is not None:
             head.append(self._summary)
-        return int(correction([*head, *self._context], tools))
+        return int(correction(_Joined(head, self._context), tools))
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
@@ -515,3 +515,28 @@ class ContextEngine:
             result = self.on_event(event)
             if inspect.isawaitable(result):
                 await result
+
+
+class _Joined(Sequence[Msg]):
+    """``head + tail`` without copying: the calibration reads a few positions per step,
+    and copying the whole context for that would make a step O(history)."""
+
+    def __init__(self, head: list[Msg], tail: list[Msg]) -> None:
+        self._head, self._tail = head, tail
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Msg: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Msg]: ...
+    def __getitem__(self, index: int | slice) -> Msg | Sequence[Msg]:
+        if isinstance(index, slice):
+            return [*self._head, *self._tail][index]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        n = len(self._head)
+        return self._head[index] if index < n else self._tail[index - n]
