@@ -181,7 +181,7 @@ class ReplayModel(ChatModelBase):
         span = messages[start:-1]
         # Imported here, not at module level: the synthetic sessions never compress, and
         # loading contextfold would add to AgentScope's memory figure.
-        from contextfold.replay import summarize_items
+        from contextfold.context import summarize_items
 
         fields = summarize_items(flatten(messages))
         self.compressions.append(

@@ -24,7 +24,7 @@ __all__ = ["flatten", "make_workspace", "render", "run_session"]
 def _import() -> dict[str, Any]:
     try:
         from contextfold.agent import Agent
-        from contextfold.context import ContextConfig
+        from contextfold.context import ContextConfig, summarize_items
         from contextfold.message import (
             HintBlock,
             Msg,
@@ -34,7 +34,6 @@ def _import() -> dict[str, Any]:
             ToolResultBlock,
         )
         from contextfold.model import ScriptedModel
-        from contextfold.replay import summarize_items
         from contextfold.tool import Toolkit
     except ImportError as exc:
         raise Pending(f"contextfold is missing a piece the benchmark needs: {exc}") from exc

@@ -12,7 +12,7 @@ import asyncio
 import statistics
 import time
 
-from contextfold.context import ContextConfig, ContextEngine
+from contextfold.context import ContextEngine, ModelSummarizer
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec
 from contextfold.model import ScriptedModel
 
@@ -39,7 +39,12 @@ async def bench(history: int) -> float:
     past = [exchange(i) for i in range(history // 2)]
     samples: list[float] = []
     for _ in range(REPEATS):
-        engine = ContextEngine(config=ContextConfig(), model=model, session_id="bench")
+        engine = ContextEngine(
+            counter=model.token_counter,
+            context_size=model.context_size,
+            summarizer=ModelSummarizer(model),
+            session_id="bench",
+        )
         engine.load(summary=None, context=[m for pair in past for m in pair])
         await engine.prepare(SYSTEM, TOOLS)
         # Build the messages outside the timed region: creating them is the caller's cost.

@@ -26,8 +26,9 @@ from ._exceptions import (
     WorkspaceError,
 )
 from .agent import Agent
-from .context import ContextConfig
+from .context import ContextConfig, ContextEngine
 from .message import HintBlock, Msg
+from .middleware import Middleware
 from .model import ScriptedModel
 from .tool import Toolkit
 
@@ -42,11 +43,13 @@ __all__ = [
     "BadRequestError",
     "CompressionError",
     "ContextConfig",
+    "ContextEngine",
     "ContextWindowExceededError",
     "ContextfoldError",
     "EmptyResponseError",
     "HintBlock",
     "MessageFormatError",
+    "Middleware",
     "MissingDependencyError",
     "ModelConnectionError",
     "ModelError",

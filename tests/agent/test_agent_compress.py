@@ -3,8 +3,7 @@ from typing import Any
 from agent_support import Calls, assert_valid, make_agent
 
 from contextfold._exceptions import CompressionError
-from contextfold.agent import ContextConfig
-from contextfold.context import CompressionEvent
+from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import HintBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit

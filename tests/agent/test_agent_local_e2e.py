@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
-from contextfold.agent import Agent, ModelCallContext, check_requests_valid, model_call_middleware
+from contextfold.agent import Agent, check_requests_valid
 from contextfold.message import Msg
+from contextfold.middleware import ModelCallContext, model_call_middleware
 from contextfold.model import ChatResponse
 from contextfold.tool import Toolkit
 

@@ -5,8 +5,8 @@ import pytest
 from agent_support import Calls, assert_valid, make_agent
 
 from contextfold._exceptions import ContextWindowExceededError
-from contextfold.agent import Agent, ContextConfig
-from contextfold.context import CompressionEvent
+from contextfold.agent import Agent
+from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import ScriptedModel, text_reply, tool_reply
 from contextfold.tool import Toolkit
@@ -286,7 +286,7 @@ async def test_context_overflow_raises_when_nothing_can_be_compressed() -> None:
 
 
 async def test_failed_tool_middleware_still_leaves_valid_context() -> None:
-    from contextfold.agent import tool_call_middleware
+    from contextfold.middleware import MiddlewareStack, tool_call_middleware
 
     async def explode(ctx: Any, call_next: Any) -> Any:
         raise RuntimeError("middleware bug")
@@ -297,7 +297,7 @@ async def test_failed_tool_middleware_still_leaves_valid_context() -> None:
     agent = make_agent(model, toolkit, middleware=[tool_call_middleware(explode)])
     with pytest.raises(RuntimeError, match="middleware bug"):
         await agent.reply("go")
-    agent.middleware.clear()
+    agent.middleware = MiddlewareStack([])
     assert (await agent.reply("again")).text == "after"
     assert_valid(model)
 

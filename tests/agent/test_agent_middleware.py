@@ -1,9 +1,11 @@
 from typing import Any
 
-from agent_support import Calls, assert_valid, make_agent
+from agent_support import assert_valid, make_agent
 
-from contextfold.agent import (
-    Agent,
+from contextfold.agent import Agent
+from contextfold.context import CompressionEvent, ContextEvent, TruncationEvent
+from contextfold.message import Msg, ToolResultBlock
+from contextfold.middleware import (
     CompressionContext,
     Middleware,
     ModelCallContext,
@@ -13,8 +15,6 @@ from contextfold.agent import (
     system_prompt_middleware,
     tool_call_middleware,
 )
-from contextfold.context import CompressionEvent, ContextEvent, TruncationEvent
-from contextfold.message import Msg, ToolResultBlock
 from contextfold.model import ChatResponse, ScriptedModel, text_reply, tool_reply
 from contextfold.tool import Toolkit
 
@@ -148,23 +148,73 @@ async def test_reply_wrapper_can_change_the_incoming_message() -> None:
     assert model.requests[0].messages[1].text == "[from cli] hi"
 
 
-async def test_compression_wrapper_sees_manual_compression_and_can_change_config() -> None:
-    seen: list[str] = []
+SUMMARY = {
+    "task_overview": "Say hello.",
+    "current_state": "Greeted.",
+    "important_discoveries": "none",
+    "next_steps": "none",
+    "context_to_preserve": "none",
+}
 
-    class Force(Middleware):
-        async def on_compression(
-            self, ctx: CompressionContext, call_next: Any
-        ) -> CompressionEvent | None:
-            seen.append(ctx.trigger)
+
+class RecordCompressions(Middleware):
+    def __init__(self, *, force: bool = False) -> None:
+        self.seen: list[str] = []
+        self.events: list[CompressionEvent | None] = []
+        self.force = force
+
+    async def on_compression(
+        self, ctx: CompressionContext, call_next: Any
+    ) -> CompressionEvent | None:
+        self.seen.append(ctx.trigger)
+        if self.force:
             ctx.force = True
-            result: CompressionEvent | None = await call_next(ctx)
-            return result
+        result: CompressionEvent | None = await call_next(ctx)
+        self.events.append(result)
+        return result
 
-    agent = make_agent(ScriptedModel(), middleware=[Force()])
-    calls = Calls(agent)
-    await agent.compress_context()
-    assert seen == ["manual"]
-    assert calls.compress[0]["force"] is True
+
+async def test_compression_wrapper_sees_manual_compression_and_can_change_config() -> None:
+    recorder = RecordCompressions(force=True)
+    agent = make_agent(ScriptedModel([SUMMARY]), middleware=[recorder])
+    for i in range(4):
+        agent.engine.append(Msg("user", f"hello {i}", "user"))
+        agent.engine.append(Msg("assistant", f"hi {i}", "assistant"))
+    # Far below the threshold: only the middleware's force makes it compress.
+    event = await agent.compress_context()
+    assert recorder.seen == ["manual"]
+    assert event is not None
+    assert event.trigger == "manual"
+    assert recorder.events == [event]
+
+
+async def test_automatic_compression_passes_through_the_compression_middleware() -> None:
+    recorder = RecordCompressions()
+    model = ScriptedModel([SUMMARY, "done"], context_size=2000)
+    agent = make_agent(model, middleware=[recorder])
+    for i in range(30):
+        agent.engine.append(Msg("user", f"question {i} " + "word " * 60, "user"))
+        agent.engine.append(Msg("assistant", f"answer {i}", "assistant"))
+    await agent.reply("and now?")
+    assert recorder.seen == ["auto"]
+    (event,) = recorder.events
+    assert event is not None
+    assert event.trigger == "auto"
+    assert event.method == "summary"
+
+
+async def test_a_middleware_can_skip_an_automatic_compression() -> None:
+    class Skip(Middleware):
+        async def on_compression(self, ctx: CompressionContext, call_next: Any) -> None:
+            return None
+
+    model = ScriptedModel(["done"], context_size=2000)
+    agent = make_agent(model, middleware=[Skip()])
+    for i in range(30):
+        agent.engine.append(Msg("user", f"question {i} " + "word " * 60, "user"))
+    await agent.reply("go")
+    assert agent.summary is None
+    assert len(model.requests) == 1
 
 
 async def test_context_events_reach_middleware() -> None:

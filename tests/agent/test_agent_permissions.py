@@ -4,7 +4,8 @@ from typing import Any
 import pytest
 from agent_support import assert_valid, make_agent
 
-from contextfold.agent import ContextConfig, Permissions
+from contextfold.agent import Permissions
+from contextfold.context import ContextConfig
 from contextfold.message import ToolCallBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit

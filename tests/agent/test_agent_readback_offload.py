@@ -7,8 +7,7 @@ from pathlib import Path
 
 from agent_support import assert_valid, make_agent
 
-from contextfold.agent import ContextConfig
-from contextfold.context import READBACK_HINT, TRUNCATION_MARKER
+from contextfold.context import READBACK_HINT, TRUNCATION_MARKER, ContextConfig
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
 from contextfold.tool import Toolkit

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from agent_support import Calls, assert_valid, make_agent
 
-from contextfold.agent import system_prompt_middleware
+from contextfold.middleware import system_prompt_middleware
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 

@@ -5,7 +5,6 @@ from agent_support import assert_valid, make_agent
 
 from contextfold.agent import (
     ContextChangeEvent,
-    Middleware,
     ReplyEvent,
     TextDeltaEvent,
     ToolCallEvent,
@@ -13,6 +12,7 @@ from contextfold.agent import (
 )
 from contextfold.context import TruncationEvent
 from contextfold.message import Msg, ToolChoice, ToolSpec
+from contextfold.middleware import Middleware
 from contextfold.model import (
     ModelStreamEvent,
     ResponseCompleted,
@@ -96,3 +96,50 @@ async def test_closing_the_stream_early_cancels_the_reply() -> None:
     # The agent is usable afterwards: its lock was released.
     model.add("back")
     assert (await agent.reply("again")).text in ("never reached", "back")
+
+
+async def test_an_agent_run_as_a_tool_inside_a_stream_emits_nothing_into_it() -> None:
+    inner = make_agent(ChunkingModel(["inner words here"]))
+    inner.name = "inner"
+
+    async def ask_inner(question: str) -> str:
+        """Ask the inner agent.
+
+        Args:
+            question: What to ask.
+        """
+        return (await inner.reply(question)).text
+
+    toolkit = Toolkit()
+    toolkit.register(ask_inner)
+    outer = make_agent(
+        ChunkingModel([tool_reply(("ask_inner", {"question": "hi"})), "outer done"]), toolkit
+    )
+    outer.name = "outer"
+    events = [e async for e in outer.stream("go")]
+    texts = "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+    assert texts == "outer done"
+    assert {e.agent for e in events} == {"outer"}
+    (result,) = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert result.result.text() == "inner words here"
+
+
+async def test_an_agent_streamed_inside_another_agents_stream_has_its_own_events() -> None:
+    inner = make_agent(ChunkingModel(["inner words"]))
+    inner.name = "inner"
+    seen: list[str] = []
+
+    async def ask_inner() -> str:
+        """Stream the inner agent."""
+        async for event in inner.stream("hi"):
+            seen.append(event.agent)
+        return "ok"
+
+    toolkit = Toolkit()
+    toolkit.register(ask_inner)
+    outer = make_agent(ChunkingModel([tool_reply(("ask_inner", {})), "outer done"]), toolkit)
+    outer.name = "outer"
+    outer_events = [e.agent async for e in outer.stream("go")]
+    assert set(seen) == {"inner"}
+    assert seen
+    assert set(outer_events) == {"outer"}

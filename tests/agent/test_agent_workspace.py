@@ -4,7 +4,8 @@ from pathlib import Path
 
 from agent_support import assert_valid, make_agent
 
-from contextfold.agent import Agent, ContextConfig
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig
 from contextfold.message import Msg
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit

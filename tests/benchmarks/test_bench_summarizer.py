@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from contextfold.context import ContextConfig
-from contextfold.context._summary import render_summary, transcript_entry
+from contextfold.context import ContextConfig, summarize_items
+from contextfold.context._summarizer import transcript_entry
+from contextfold.context._summary import render_summary
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from contextfold.replay import summarize_items
 
 ROOT = Path(__file__).parents[2]
 

@@ -6,7 +6,7 @@ import base64
 import itertools
 from typing import Any
 
-from contextfold.context import ContextConfig, ContextEngine, ContextEvent
+from contextfold.context import ContextConfig, ContextEngine, ContextEvent, ModelSummarizer
 from contextfold.message import (
     Base64Source,
     DataBlock,
@@ -90,7 +90,9 @@ def make_engine(
     model = ScriptedModel(script or [], context_size=context_size)
     engine = ContextEngine(
         config=ContextConfig(**config),
-        model=model,
+        counter=model.token_counter,
+        context_size=model.context_size,
+        summarizer=ModelSummarizer(model),
         session_id="s1",
         offloader=offloader,
         on_event=events.append if events is not None else None,

@@ -16,7 +16,7 @@ from ctx_support import (
 )
 
 from contextfold._exceptions import CompressionError
-from contextfold.context import CompressionEvent, ContextEvent
+from contextfold.context import CompressionEvent, ContextEvent, ModelSummarizer
 from contextfold.context._summary import safe_format
 from contextfold.message import HintBlock, ToolSpec, check_anthropic_valid, check_openai_valid
 from contextfold.model import ScriptedModel
@@ -277,7 +277,7 @@ async def test_usage_matches_what_is_sent_after_compression() -> None:
 async def test_summarizer_input_is_trimmed_to_its_window_and_says_so() -> None:
     summarizer = ScriptedModel([summary()], context_size=1500)
     engine, model = make_engine([])
-    engine.summarizer = summarizer
+    engine.summarizer = ModelSummarizer(summarizer)
     await fill(engine, 16)
     await engine.prepare("sys", [])
     request = summarizer.requests[0]

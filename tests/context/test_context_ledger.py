@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctx_support import call, results, user
 
 from contextfold.context._ledger import ArtifactLedger, extract_ledger
-from contextfold.context._summary import transcript_entry
+from contextfold.context._summarizer import transcript_entry
 from contextfold.message import Msg, TextBlock, ToolCallBlock
 
 

@@ -91,15 +91,17 @@ async def test_tool_failure_raises_and_never_falls_back() -> None:
 async def test_overflow_recovery_forces_one_compression() -> None:
     engine, _ = make_engine([summary()])
     await fill(engine, 4)  # our count says it fits; the provider disagreed
-    model_input = await engine.recover_overflow("sys", [])
-    assert model_input is not None
+    event = await engine.compress("sys", [], force=True, trigger="overflow")
+    assert event is not None
+    assert event.trigger == "overflow"
+    model_input = await engine.prepare("sys", [])
     assert model_input.summary is not None
     assert engine.compressions == 1
 
 
 async def test_overflow_recovery_with_nothing_to_compress_returns_none() -> None:
     engine, model = make_engine([summary()])
-    assert await engine.recover_overflow("sys", []) is None
+    assert await engine.compress("sys", [], force=True, trigger="overflow") is None
     assert model.requests == []
 
 

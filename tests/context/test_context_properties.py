@@ -9,7 +9,13 @@ from ctx_support import RecordingOffloader, call, image, image_msg, results, sum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.context import CompressionEvent, ContextConfig, ContextEngine, ContextEvent
+from contextfold.context import (
+    CompressionEvent,
+    ContextConfig,
+    ContextEngine,
+    ContextEvent,
+    ModelSummarizer,
+)
 from contextfold.message import (
     Msg,
     TextBlock,
@@ -132,7 +138,9 @@ async def run_conversation(
             max_image_num=2,
             summary_attempts=2,
         ),
-        model=model,
+        counter=model.token_counter,
+        context_size=model.context_size,
+        summarizer=ModelSummarizer(model),
         session_id="p",
         offloader=offloader if use_offloader else None,
         on_event=events.append,

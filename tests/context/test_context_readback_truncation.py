@@ -6,14 +6,12 @@ from ctx_support import RecordingOffloader, call, make_engine, words
 
 from contextfold.context import (
     READBACK_HINT,
-    READBACK_KEY,
     TRUNCATION_MARKER,
     ContextEvent,
     TruncationEvent,
 )
-from contextfold.context._escalate import escalate
-from contextfold.context._truncate import ToolResultTruncator
-from contextfold.message import Msg, ToolResultBlock
+from contextfold.context._trim import ToolResultTruncator, escalate
+from contextfold.message import READBACK_KEY, Msg, ToolResultBlock
 
 
 def readback_results(assistant: Msg, output: str, *, marked: bool = True) -> Msg:
@@ -85,7 +83,7 @@ async def test_marked_result_cut_by_escalation_is_not_offloaded() -> None:
     big = readback_results(asst, words(2000))
     escalation = await escalate(
         [asst, big],
-        Msg("user", "summary", "user"),
+        summary_tokens=engine.counter.count_message(Msg("user", "summary", "user")),
         fixed=0,
         target=600,
         counter=engine.counter,

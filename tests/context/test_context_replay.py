@@ -16,10 +16,12 @@ from contextfold.context import (
     ContextConfig,
     ContextEngine,
     ContextEvent,
+    ModelSummarizer,
     TruncationEvent,
 )
-from contextfold.message import ToolSpec, check_openai_valid, load_trajectory
+from contextfold.message import ToolSpec, check_openai_valid
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest
+from contextfold.replay import load_trajectory
 
 RUNS = Path(__file__).parents[2] / "data" / "trajectories" / "swebench-verified-gemini3pro"
 PATHS = sorted(RUNS.glob("*.traj.json"))
@@ -56,7 +58,9 @@ async def test_replay_stays_in_the_window_and_loses_nothing(path: Path, limit: i
     events: list[ContextEvent] = []
     engine = ContextEngine(
         config=ContextConfig(tool_result_limit=limit),
-        model=model,
+        counter=model.token_counter,
+        context_size=model.context_size,
+        summarizer=ModelSummarizer(model),
         session_id=path.name,
         offloader=offloader,
         on_event=events.append,

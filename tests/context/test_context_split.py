@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ctx_support import call, results, user
 
-from contextfold.context._split import choose_split, safe_boundaries
+from contextfold.context._trim import choose_split, safe_boundaries
 from contextfold.message import Msg, ThinkingBlock, ToolCallBlock
 
 

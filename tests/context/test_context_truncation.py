@@ -5,11 +5,7 @@ from __future__ import annotations
 from ctx_support import RecordingOffloader, call, make_engine, results, words
 
 from contextfold.context import ContextEvent, TruncationEvent
-from contextfold.context._truncate import (
-    TRUNCATION_MARKER,
-    ToolResultTruncator,
-    truncation_marker,
-)
+from contextfold.context._trim import TRUNCATION_MARKER, ToolResultTruncator, truncation_marker
 from contextfold.message import ToolResultBlock
 
 MARKER_NO_REF = (

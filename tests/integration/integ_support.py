@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from contextfold.agent import Agent, Middleware
+from contextfold.agent import Agent
 from contextfold.context import ContextEvent
 from contextfold.message import Msg
+from contextfold.middleware import Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.workspace import LocalWorkspace, SQLiteWorkspace
 

@@ -17,8 +17,8 @@ from integ_support import (
 )
 
 from contextfold._exceptions import ContextWindowExceededError
-from contextfold.agent import Agent, ContextConfig, check_requests_valid
-from contextfold.context import CompressionEvent
+from contextfold.agent import Agent, check_requests_valid
+from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace

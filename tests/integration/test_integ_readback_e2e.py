@@ -26,8 +26,8 @@ from integ_support import (
     summarizer,
 )
 
-from contextfold.agent import Agent, ContextConfig, check_requests_valid
-from contextfold.context import CompressionEvent, TruncationEvent
+from contextfold.agent import Agent, check_requests_valid
+from contextfold.context import CompressionEvent, ContextConfig, TruncationEvent
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
 from contextfold.tool import Toolkit
 

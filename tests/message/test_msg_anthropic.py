@@ -229,7 +229,7 @@ def test_leading_system_is_hoisted_and_a_later_one_becomes_a_hint() -> None:
             "role": "user",
             "content": [
                 {"type": "text", "text": "hi"},
-                {"type": "text", "text": "<system-hint>now 10:00</system-hint>"},
+                {"type": "text", "text": "<system-reminder>now 10:00</system-reminder>"},
             ],
         }
     ]
@@ -242,7 +242,7 @@ def test_hint_in_assistant_message_goes_to_the_next_user_message() -> None:
     ]
     _, wire = to_anthropic_request(msgs)
     assert [b["type"] for b in wire[1]["content"]] == ["tool_result", "text"]
-    assert wire[1]["content"][1]["text"] == "<system-hint>h</system-hint>"
+    assert wire[1]["content"][1]["text"] == "<system-reminder>h</system-reminder>"
 
 
 def test_unsigned_thinking_and_blank_text_are_left_out() -> None:

@@ -257,14 +257,14 @@ def test_image_in_a_tool_result_follows_in_a_user_message() -> None:
 
 def test_hint_is_sent_as_wrapped_user_text() -> None:
     wire = to_openai_messages([Msg("user", [HintBlock(hint="be brief")], "user")])
-    assert wire == [{"role": "user", "content": "<system-hint>be brief</system-hint>"}]
+    assert wire == [{"role": "user", "content": "<system-reminder>be brief</system-reminder>"}]
 
 
 def test_hint_already_wrapped_is_not_wrapped_again() -> None:
     wire = to_openai_messages(
-        [Msg("user", [HintBlock(hint="<system-hint>x</system-hint>")], "user")]
+        [Msg("user", [HintBlock(hint="<system-reminder>x</system-reminder>")], "user")]
     )
-    assert wire[0]["content"] == "<system-hint>x</system-hint>"
+    assert wire[0]["content"] == "<system-reminder>x</system-reminder>"
 
 
 def test_hint_in_assistant_message_is_sent_after_its_tool_results() -> None:
@@ -274,7 +274,7 @@ def test_hint_in_assistant_message_is_sent_after_its_tool_results() -> None:
     ]
     wire = to_openai_messages(msgs)
     assert [m["role"] for m in wire] == ["assistant", "tool", "user"]
-    assert wire[2]["content"] == [{"type": "text", "text": "<system-hint>h</system-hint>"}]
+    assert wire[2]["content"] == [{"type": "text", "text": "<system-reminder>h</system-reminder>"}]
 
 
 def test_thinking_is_dropped_for_openai() -> None:

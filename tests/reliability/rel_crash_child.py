@@ -16,7 +16,7 @@ from typing import Any
 
 from rel_support import filler, make_agent, scripted, smart_script
 
-from contextfold.agent import ContextConfig
+from contextfold.context import ContextConfig
 from contextfold.message import Msg
 from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, SQLiteWorkspace

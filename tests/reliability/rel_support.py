@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from contextfold.agent import Agent, ContextConfig
-from contextfold.context import ContextEngine
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig, ContextEngine
 from contextfold.message import Msg, check_anthropic_valid, check_openai_valid
 from contextfold.model import ChatModelBase, ScriptedModel, ScriptedRequest, text_reply, tool_reply
 from contextfold.tool import Toolkit

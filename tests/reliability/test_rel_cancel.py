@@ -26,7 +26,8 @@ from rel_support import (
     summary_fields,
 )
 
-from contextfold.agent import Agent, ContextConfig
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from contextfold.model import ChatResponse, ScriptedRequest
 from contextfold.tool import Toolkit

@@ -37,8 +37,8 @@ from contextfold._exceptions import (
     RateLimitError,
     ServerError,
 )
-from contextfold.agent import Agent, ContextConfig, check_requests_valid
-from contextfold.context import CompressionEvent
+from contextfold.agent import Agent, check_requests_valid
+from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import ToolCallBlock
 from contextfold.model import ChatResponse, ScriptedModel, tool_reply
 from contextfold.workspace import MemoryWorkspace

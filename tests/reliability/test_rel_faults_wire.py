@@ -30,8 +30,8 @@ from contextfold._exceptions import (
     EmptyResponseError,
     ModelConnectionError,
 )
-from contextfold.agent import Agent, ContextConfig
-from contextfold.context import CompressionEvent
+from contextfold.agent import Agent
+from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.tool import Toolkit
 from contextfold.workspace import MemoryWorkspace
 

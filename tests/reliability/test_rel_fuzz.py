@@ -32,12 +32,11 @@ from contextfold.message import (
     from_anthropic_messages,
     from_openai_message,
     from_openai_messages,
-    load_any,
-    load_trajectory,
     to_anthropic_request,
     to_openai_messages,
 )
-from contextfold.tool._readback import readback_tools
+from contextfold.replay import load_any, load_trajectory
+from contextfold.tool import readback_tools
 from contextfold.workspace import LocalWorkspace
 
 EXAMPLES = 100 * SOAK
@@ -303,7 +302,7 @@ import asyncio, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from contextfold.workspace import MemoryWorkspace
 from contextfold.message import Msg
-from contextfold.tool._readback import readback_tools
+from contextfold.tool import readback_tools
 async def main():
     ws = MemoryWorkspace()
     await ws.initialize()

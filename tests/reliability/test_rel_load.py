@@ -29,8 +29,8 @@ from rel_support import (
     smart_script,
 )
 
-from contextfold.agent import Agent, ContextConfig
-from contextfold.context import TruncationEvent
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig, TruncationEvent
 from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, PostgresWorkspace
 

@@ -17,7 +17,7 @@ from rel_support import filler, make_agent, record
 from rel_wire import SECRET, FakeServer
 
 from contextfold._exceptions import ContextfoldError
-from contextfold.agent import ContextConfig
+from contextfold.context import ContextConfig
 from contextfold.workspace import LocalWorkspace
 
 NEEDLES = (SECRET, SECRET[12:])  # the key, and its tail should a prefix be kept

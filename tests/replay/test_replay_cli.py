@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -140,16 +141,11 @@ def test_a_failing_run_gives_exit_code_1(
 ) -> None:
     from contextfold.replay import _runner
 
-    class Broken(_runner.WindowModel):
-        @property
-        def context_size(self) -> int:  # type: ignore[override]
+    class Broken(_runner.ContextEngine):
+        async def prepare(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("broken window")
 
-        @context_size.setter
-        def context_size(self, value: int) -> None:
-            pass
-
-    monkeypatch.setattr(_runner, "WindowModel", Broken)
+    monkeypatch.setattr(_runner, "ContextEngine", Broken)
     result = runner.invoke(cli, ["replay", str(swe_files[0]), "-q"])
     assert result.exit_code == 1
     assert "RuntimeError: broken window" in result.stderr

@@ -8,22 +8,31 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.context import ContextConfig
-from contextfold.context._summary import SummaryWriter
-from contextfold.message import Msg, ToolCallBlock, ToolResultBlock, load_trajectory
-from contextfold.replay import ExtractiveSummarizer, extractive_summary, summarize_items
-from contextfold.replay._extractive import _FIELD_CHARS, SUMMARY_FIELDS
+from contextfold.context import (
+    ContextConfig,
+    ExtractiveSummarizer,
+    SummaryRequest,
+    extractive_summary,
+    summarize_items,
+)
+from contextfold.context._extractive import _FIELD_CHARS, SUMMARY_FIELDS
+from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
+from contextfold.replay import load_trajectory
 
 CONFIG = ContextConfig()
 
 
-async def _summarize(msgs: list[Msg], previous: Msg | None = None) -> dict[str, object]:
-    summarizer = ExtractiveSummarizer()
-    draft = SummaryWriter(summarizer).draft(
-        msgs, previous=previous, config=CONFIG, instructions=None
+async def _summarize(
+    msgs: list[Msg], previous: Msg | None = None, schema: dict[str, object] | None = None
+) -> dict[str, object]:
+    request = SummaryRequest(
+        messages=msgs,
+        previous=previous,
+        instructions="",
+        hints=(),
+        schema=CONFIG.summary_schema if schema is None else schema,
     )
-    fields, _ = await SummaryWriter(summarizer).write(draft, config=CONFIG)
-    return fields
+    return (await ExtractiveSummarizer().summarize(request)).fields
 
 
 def _exchange(command: str, output: str, *, n: int, error: bool = False) -> list[Msg]:
@@ -58,15 +67,26 @@ async def test_task_overview_is_the_first_user_request() -> None:
     assert fields["task_overview"] == "Fix the off-by-one in pagination of /api/items."
 
 
-async def test_task_overview_is_carried_over_from_the_previous_summary() -> None:
+async def test_task_overview_is_carried_over_from_the_previous_summary_text() -> None:
     previous = Msg(
         "summary",
-        "<system-info>Summary.\n# Task overview\nMigrate the database to v2.\n\n"
-        "# Current state\nhalf done</system-info>",
+        "<system-reminder>Summary.\n# Task overview\nMigrate the database to v2.\n\n"
+        "# Current state\nhalf done</system-reminder>",
         "user",
     )
     fields = await _summarize(_exchange("ls", "a.sql", n=1), previous=previous)
     assert fields["task_overview"] == "Migrate the database to v2."
+
+
+async def test_task_overview_is_carried_over_from_the_previous_summary_fields() -> None:
+    previous = Msg(
+        "summary",
+        "rendered by a custom template without headings",
+        "user",
+        metadata={"fields": {"task_overview": "Port the CLI to typer."}},
+    )
+    fields = await _summarize(_exchange("ls", "a.sql", n=1), previous=previous)
+    assert fields["task_overview"] == "Port the CLI to typer."
 
 
 async def test_errors_come_from_tool_output_not_from_code_the_assistant_wrote() -> None:
@@ -126,21 +146,16 @@ async def test_custom_schema_properties_receive_the_rendered_summary() -> None:
         "properties": {"task_overview": {"type": "string"}, "notes": {"type": "string"}},
         "required": ["task_overview", "notes"],
     }
-    summarizer = ExtractiveSummarizer()
-    out = await summarizer.structured(
-        [Msg("user", "<conversation>\n[user user]\nhello there\n</conversation>", "user")],
-        schema,
-        name="write_summary",
-    )
+    out = await _summarize([Msg("user", "hello there", "user")], schema=schema)
     assert out["task_overview"] == "hello there"
     assert "task_overview: hello there" in out["notes"]
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.text(max_size=3000), st.integers(min_value=1, max_value=40))
-def test_fields_are_bounded_and_valid_for_any_transcript(text: str, repeat: int) -> None:
-    transcript = "[user user]\n" + text * repeat + "\n\n[assistant assistant]\n" + text
-    fields = extractive_summary(transcript, previous=text)
+def test_fields_are_bounded_and_valid_for_any_messages(text: str, repeat: int) -> None:
+    msgs = [Msg("user", text * repeat, "user"), Msg("assistant", text, "assistant")]
+    fields = extractive_summary(msgs, previous=text)
     jsonschema.validate(fields, CONFIG.summary_schema)
     for name, value in fields.items():
         assert len(value) <= _FIELD_CHARS[name]

@@ -6,23 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.context import ContextConfig
-from contextfold.message import (
-    Msg,
-    ToolCallBlock,
-    ToolResultBlock,
-    Trajectory,
-    load_openai_runs,
-    load_trajectory,
-    msgs_to_jsonl,
-)
+from contextfold.context import ContextConfig, ExtractiveSummarizer
+from contextfold.message import Msg, ToolCallBlock, ToolResultBlock, msgs_to_jsonl
 from contextfold.model import ScriptedModel
 from contextfold.replay import (
-    ExtractiveSummarizer,
     ReplayTotals,
     RunResult,
+    Trajectory,
     find_recordings,
+    load_openai_runs,
     load_recordings,
+    load_trajectory,
     replay_run,
     replay_runs,
     tools_of,

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextfold._exceptions import MissingDependencyError
-from contextfold.message import load_trajectory
-from contextfold.replay import ReplayResult, replay_runs, write_report
+from contextfold.replay import ReplayResult, load_trajectory, replay_runs, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PLOT_BLUE = (0x1F, 0x77, 0xB4)  # the request-total line

@@ -5,20 +5,24 @@ from __future__ import annotations
 import pytest
 
 from contextfold._exceptions import AuthenticationError
-from contextfold.message import Msg, ToolCallBlock, ToolResultBlock, Trajectory
-from contextfold.replay import ExtractiveSummarizer, replay_run, summarizer_from_string
-from contextfold.token import OpenAITokenCounter
+from contextfold.context import EmptySummarizer, ExtractiveSummarizer, ModelSummarizer
+from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
+from contextfold.replay import Trajectory, replay_run, summarizer_from_string
 
 
-def test_extractive_is_built_with_the_replay_counter() -> None:
-    counter = OpenAITokenCounter("cl100k_base")
-    summarizer = summarizer_from_string("extractive", token_counter=counter)
-    assert isinstance(summarizer, ExtractiveSummarizer)
-    assert summarizer.token_counter is counter
+def test_extractive_and_none_need_no_model() -> None:
+    assert isinstance(summarizer_from_string("extractive"), ExtractiveSummarizer)
+    assert isinstance(summarizer_from_string(" None "), EmptySummarizer)
+
+
+async def test_none_writes_empty_fields_and_the_engine_keeps_its_own_additions() -> None:
+    result = await replay_run(_toy(12), context_size=1500, summarizer=EmptySummarizer())
+    assert result.compressions >= 1
+    assert result.compression_fallbacks == 0
 
 
 def test_an_unknown_summarizer_lists_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"'extractive', 'local'"):
+    with pytest.raises(ValueError, match=r"'extractive', 'none', 'local'"):
         summarizer_from_string("gpt-4o")
 
 
@@ -41,9 +45,9 @@ def _toy(n: int) -> Trajectory:
 @pytest.mark.slow
 async def test_replay_with_the_embedded_model_writes_real_summaries() -> None:
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
-    from contextfold.model._local import LocalChatModel
+    from contextfold.model import LocalChatModel
 
-    summarizer = LocalChatModel(max_tokens=256, context_size=2048)
+    summarizer = ModelSummarizer(LocalChatModel(max_tokens=256, context_size=2048))
     result = await replay_run(_toy(7), context_size=1500, summarizer=summarizer)
     assert result.error is None
     assert result.compressions >= 1

@@ -29,7 +29,7 @@ from contextfold.message import (
     ToolResultBlock,
     URLSource,
 )
-from contextfold.tool._readback import readback_tools
+from contextfold.tool import readback_tools
 from contextfold.workspace import (
     BaseWorkspace,
     DataOffloader,

@@ -46,7 +46,7 @@ from workspace_contract import SECRET, image, run, snapshot  # noqa: E402
 
 from contextfold._exceptions import UnsafePathError  # noqa: E402
 from contextfold.message import Msg, ToolResultBlock  # noqa: E402
-from contextfold.tool._readback import readback_tools  # noqa: E402
+from contextfold.tool import readback_tools  # noqa: E402
 
 
 async def test_layout_matches_the_spec(local_backend: Backend) -> None:

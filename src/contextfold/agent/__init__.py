@@ -1,6 +1,9 @@
-"""The agent: a ReAct loop with tools, skills, middleware, tasks, permissions and state."""
+"""The agent: a ReAct loop with tools, skills, middleware, tasks, permissions and state.
 
-from ..context import ContextConfig
+Its configuration (``ContextConfig``) lives in :mod:`contextfold.context` and its hooks in
+:mod:`contextfold.middleware`; both are also re-exported from :mod:`contextfold`.
+"""
+
 from ._agent import Agent
 from ._compress_tool import COMPRESS_TOOL_NAME, CompressContextTool
 from ._events import (
@@ -11,20 +14,6 @@ from ._events import (
     ThinkingDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
-)
-from ._middleware import (
-    CallNext,
-    CompressionContext,
-    CompressionTrigger,
-    Middleware,
-    ModelCallContext,
-    ReplyContext,
-    ToolCallContext,
-    compression_middleware,
-    model_call_middleware,
-    reply_middleware,
-    system_prompt_middleware,
-    tool_call_middleware,
 )
 from ._permissions import AskCallback, Decision, Permissions
 from ._state import AgentState
@@ -37,30 +26,17 @@ __all__ = [
     "AgentEvent",
     "AgentState",
     "AskCallback",
-    "CallNext",
     "CompressContextTool",
-    "CompressionContext",
-    "CompressionTrigger",
     "ContextChangeEvent",
-    "ContextConfig",
     "Decision",
-    "Middleware",
-    "ModelCallContext",
     "Permissions",
-    "ReplyContext",
     "ReplyEvent",
     "Task",
     "TaskList",
     "TaskStatus",
     "TextDeltaEvent",
     "ThinkingDeltaEvent",
-    "ToolCallContext",
     "ToolCallEvent",
     "ToolResultEvent",
     "check_requests_valid",
-    "compression_middleware",
-    "model_call_middleware",
-    "reply_middleware",
-    "system_prompt_middleware",
-    "tool_call_middleware",
 ]

@@ -5,22 +5,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ContextWindowExceededError, EmptyResponseError
 from .._logging import logger
 from ..context import (
-    READBACK_KEY,
     CompressionEvent,
+    CompressionRequest,
+    CompressionTrigger,
     ContextConfig,
     ContextEngine,
     ContextEvent,
     ModelInput,
+    ModelSummarizer,
+    Summarizer,
 )
-from ..message import HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec
+from ..message import (
+    READBACK_KEY,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSpec,
+)
+from ..middleware import (
+    CompressionContext,
+    Middleware,
+    MiddlewareStack,
+    ModelCallContext,
+    ReplyContext,
+    ToolCallContext,
+)
 from ..model import (
     ChatModelBase,
     ChatResponse,
@@ -28,10 +48,18 @@ from ..model import (
     TextDelta,
     ThinkingDelta,
 )
-from ..tool import FunctionTool, Skill, Tool, Toolkit, error_result, load_skills, run_tool
-from ..tool._readback import readback_tools
-from ..tool._skills import skills_prompt
-from ..tool._toolkit import SpecCache
+from ..tool import (
+    FunctionTool,
+    Skill,
+    SpecCache,
+    Tool,
+    Toolkit,
+    error_result,
+    load_skills,
+    readback_tools,
+    run_tool,
+    skills_prompt,
+)
 from ..workspace import Offloader, SessionStore, WorkspaceReader
 from ._compress_tool import CompressContextTool
 from ._events import (
@@ -43,17 +71,6 @@ from ._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from ._middleware import (
-    CompressionContext,
-    CompressionTrigger,
-    Middleware,
-    ModelCallContext,
-    ReplyContext,
-    ToolCallContext,
-    maybe_await,
-    overrides,
-    run_onion,
-)
 from ._permissions import Permissions
 from ._state import AgentState
 from ._tasks import TaskList
@@ -64,8 +81,12 @@ _Sink = Callable[[AgentEvent], None]
 _CHARS_PER_TOKEN = 2
 """A low estimate of characters per token (numbered log lines measure ~2.6 with the OpenAI
 tokenizer, prose ~5), so a Read sized by it rarely exceeds the limit."""
-# Set only while ``Agent.stream`` runs; tasks spawned for parallel tool calls inherit it.
-_SINK: ContextVar[_Sink | None] = ContextVar("contextfold_agent_sink", default=None)
+# The event sinks of the streams running in this context, by agent: set by
+# ``Agent.stream`` and inherited by the tasks it spawns (parallel tool calls), so an agent
+# run inside another agent's stream (as a tool, say) finds no sink of its own there.
+_SINKS: ContextVar[Mapping[object, _Sink] | None] = ContextVar(
+    "contextfold_agent_sinks", default=None
+)
 
 
 class Agent:
@@ -82,13 +103,14 @@ class Agent:
                       offloader=workspace)
         reply = await agent.reply(Msg("user", "...", "user"))
 
-    Beyond the spec's arguments: ``summarizer`` (a model for summaries, default ``model``),
+    Beyond the spec's arguments: ``summarizer`` (a model, or any
+    :class:`~contextfold.context.Summarizer`, for summaries; default ``model``),
     ``middleware`` (outermost first), ``permissions``, ``skills_dir`` (default: the
     offloader's ``skills_dir`` when it has one), ``max_iters`` (reasoning steps per reply),
     ``session_id`` (default: random), ``tasks_enabled`` (TaskCreate/TaskUpdate/TaskList),
     ``readback_tools`` (Read/Grep/Glob over the offloader, when it is a workspace) and
     ``parallel_tool_calls``. Built-in tools shadow toolkit tools of the same name.
-    Results of the read-back tools carry ``metadata["contextfold_readback"] = True``; the
+    Results of the read-back tools carry ``metadata[READBACK_KEY] = True``; the
     engine cuts them when over ``tool_result_limit`` without offloading a second copy.
     """
 
@@ -101,7 +123,7 @@ class Agent:
         toolkit: Toolkit | None = None,
         context_config: ContextConfig | None = None,
         offloader: Offloader | None = None,
-        summarizer: ChatModelBase | None = None,
+        summarizer: ChatModelBase | Summarizer | None = None,
         middleware: Sequence[Middleware] = (),
         permissions: Permissions | None = None,
         skills_dir: str | Path | None = None,
@@ -119,7 +141,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.model = model
         self.toolkit = toolkit if toolkit is not None else Toolkit()
-        self.middleware = list(middleware)
+        self.middleware = MiddlewareStack(middleware)
         self.permissions = permissions or Permissions()
         if skills_dir is None and isinstance(getattr(offloader, "skills_dir", None), Path):
             skills_dir = offloader.skills_dir  # type: ignore[union-attr]
@@ -142,14 +164,21 @@ class Agent:
         if config.compression_tool_enabled:
             tool = CompressContextTool(self._compress_by_tool)
             self._builtin[tool.name] = tool
+        if summarizer is None:
+            summarizer = model
         self._engine = ContextEngine(
+            counter=model.token_counter,
+            context_size=model.context_size,
+            summarizer=(
+                ModelSummarizer(summarizer) if isinstance(summarizer, ChatModelBase) else summarizer
+            ),
             config=config,
-            model=model,
-            session_id=self.session_id,
-            summarizer=summarizer,
             offloader=offloader,
+            session_id=self.session_id,
             on_event=self._on_context_event,
+            compression_hook=self._compression_hook,
         )
+        self._sink_key = object()
         self._lock = asyncio.Lock()
 
     # ----------------------------------------------------------------- properties
@@ -278,7 +307,7 @@ class Agent:
         """
         async with self._lock:
             ctx = ReplyContext(agent=self, msg=_as_msgs(msg))
-            return await run_onion(self._layers("on_reply"), ctx, self._reply_core)
+            return await self.middleware.wrap("on_reply", ctx, self._reply_core)
 
     def __call__(self, msg: Msg | Sequence[Msg] | str | None = None) -> Awaitable[Msg]:
         """Same as :meth:`reply`."""
@@ -294,10 +323,10 @@ class Agent:
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
 
         async def run() -> None:
-            _SINK.set(queue.put_nowait)
+            _SINKS.set({**(_SINKS.get() or {}), self._sink_key: queue.put_nowait})
             try:
                 final = await self.reply(msg)
-                queue.put_nowait(ReplyEvent(msg=final))
+                queue.put_nowait(ReplyEvent(agent=self.name, msg=final))
             finally:
                 queue.put_nowait(None)
 
@@ -333,10 +362,7 @@ class Agent:
     async def build_system_prompt(self) -> str:
         """The system prompt layer: base prompt, skills, then ``on_system_prompt`` hooks."""
         prompt = "\n\n".join(p for p in (self.system_prompt, skills_prompt(self.skills)) if p)
-        for mw in self.middleware:
-            if overrides(mw, "on_system_prompt"):
-                prompt = await maybe_await(mw.on_system_prompt(prompt, self))
-        return prompt
+        return await self.middleware.system_prompt(prompt, self)
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model: built-ins, then the toolkit's."""
@@ -364,7 +390,7 @@ class Agent:
             if not calls:
                 return assistant
             for call in calls:
-                self._emit(ToolCallEvent(call=call, step=step))
+                self._emit(ToolCallEvent(agent=self.name, call=call, step=step))
             try:
                 results = await self._act(calls, step)
                 # Stores the results in one synchronous step after any offload, so a
@@ -376,7 +402,7 @@ class Agent:
                     self._engine.append(Msg("tool", [_interrupted(c) for c in calls], "user"))
                 raise
             for result in stored.tool_results:
-                self._emit(ToolResultEvent(result=result, step=step))
+                self._emit(ToolResultEvent(agent=self.name, result=result, step=step))
         logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
         final = Msg(
             self.name,
@@ -428,10 +454,10 @@ class Agent:
             messages=model_input.messages(),
             tools=list(model_input.tools),
         )
-        return await run_onion(self._layers("on_model_call"), ctx, self._model_core)
+        return await self.middleware.wrap("on_model_call", ctx, self._model_core)
 
     async def _model_core(self, ctx: ModelCallContext) -> ChatResponse:
-        if _SINK.get() is None:
+        if self._sink() is None:
             return await self.model.generate(
                 ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
             )
@@ -440,9 +466,11 @@ class Agent:
             ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
         ):
             if isinstance(event, TextDelta):
-                self._emit(TextDeltaEvent(text=event.text, step=ctx.step))
+                self._emit(TextDeltaEvent(agent=self.name, text=event.text, step=ctx.step))
             elif isinstance(event, ThinkingDelta):
-                self._emit(ThinkingDeltaEvent(thinking=event.thinking, step=ctx.step))
+                self._emit(
+                    ThinkingDeltaEvent(agent=self.name, thinking=event.thinking, step=ctx.step)
+                )
             elif isinstance(event, ResponseCompleted):
                 response = event.response
         if response is None or not response.content:
@@ -458,7 +486,7 @@ class Agent:
 
     async def _run_call(self, call: ToolCallBlock, step: int) -> ToolResultBlock:
         ctx = ToolCallContext(agent=self, step=step, call=call)
-        return await run_onion(self._layers("on_tool_call"), ctx, self._tool_core)
+        return await self.middleware.wrap("on_tool_call", ctx, self._tool_core)
 
     async def _tool_core(self, ctx: ToolCallContext) -> ToolResultBlock:
         call = ctx.call
@@ -488,26 +516,30 @@ class Agent:
         force: bool = False,
         threshold_ratio: float | None = None,
     ) -> CompressionEvent | None:
-        ctx = CompressionContext(
-            agent=self,
-            trigger=trigger,
+        return await self._engine.compress(
+            await self.build_system_prompt(),
+            self.tool_specs(),
             config=config or self.context_config,
             instructions=instructions,
             force=force,
             threshold_ratio=threshold_ratio,
+            trigger=trigger,
         )
-        return await run_onion(self._layers("on_compression"), ctx, self._compression_core)
 
-    async def _compression_core(self, ctx: CompressionContext) -> CompressionEvent | None:
-        return await self._engine.compress(
-            await self.build_system_prompt(),
-            self.tool_specs(),
-            config=ctx.config,
-            instructions=ctx.instructions,
-            force=ctx.force,
-            threshold_ratio=ctx.threshold_ratio,
-            trigger=ctx.trigger,
-        )
+    async def _compression_hook(
+        self,
+        request: CompressionRequest,
+        call_next: Callable[[CompressionRequest], Awaitable[CompressionEvent | None]],
+    ) -> CompressionEvent | None:
+        # Every compression the engine runs, automatic ones included, passes through the
+        # on_compression middleware.
+        names = [f.name for f in fields(CompressionRequest)]
+        ctx = CompressionContext(agent=self, **{n: getattr(request, n) for n in names})
+
+        async def core(ctx: CompressionContext) -> CompressionEvent | None:
+            return await call_next(CompressionRequest(**{n: getattr(ctx, n) for n in names}))
+
+        return await self.middleware.wrap("on_compression", ctx, core)
 
     async def _compress_by_tool(self, instructions: HintBlock | None) -> CompressionEvent | None:
         return await self._compress(
@@ -519,19 +551,17 @@ class Agent:
     # ----------------------------------------------------------------- events
 
     async def _on_context_event(self, event: ContextEvent) -> None:
-        for mw in self.middleware:
-            if overrides(mw, "on_context_event"):
-                await maybe_await(mw.on_context_event(event, self))
-        self._emit(ContextChangeEvent(event=event))
+        await self.middleware.context_event(event, self)
+        self._emit(ContextChangeEvent(agent=self.name, event=event))
 
-    @staticmethod
-    def _emit(event: AgentEvent) -> None:
-        sink = _SINK.get()
+    def _sink(self) -> _Sink | None:
+        sinks = _SINKS.get()
+        return None if sinks is None else sinks.get(self._sink_key)
+
+    def _emit(self, event: AgentEvent) -> None:
+        sink = self._sink()
         if sink is not None:
             sink(event)
-
-    def _layers(self, hook: str) -> list[Any]:
-        return [getattr(mw, hook) for mw in self.middleware if overrides(mw, hook)]
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, session_id={self.session_id!r})"

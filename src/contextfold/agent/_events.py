@@ -20,7 +20,12 @@ __all__ = [
 ]
 
 
-class TextDeltaEvent(BaseModel):
+class _AgentEventBase(BaseModel):
+    agent: str
+    """The name of the agent that emitted the event (nested agents have their own)."""
+
+
+class TextDeltaEvent(_AgentEventBase):
     """A piece of the model's answer text, as it streams."""
 
     type: Literal["text_delta"] = "text_delta"
@@ -28,7 +33,7 @@ class TextDeltaEvent(BaseModel):
     step: int
 
 
-class ThinkingDeltaEvent(BaseModel):
+class ThinkingDeltaEvent(_AgentEventBase):
     """A piece of the model's reasoning, as it streams."""
 
     type: Literal["thinking_delta"] = "thinking_delta"
@@ -36,7 +41,7 @@ class ThinkingDeltaEvent(BaseModel):
     step: int
 
 
-class ToolCallEvent(BaseModel):
+class ToolCallEvent(_AgentEventBase):
     """The model asked for a tool call; it is about to run."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -44,7 +49,7 @@ class ToolCallEvent(BaseModel):
     step: int
 
 
-class ToolResultEvent(BaseModel):
+class ToolResultEvent(_AgentEventBase):
     """A tool result as stored in the context (after any truncation)."""
 
     type: Literal["tool_result"] = "tool_result"
@@ -52,14 +57,14 @@ class ToolResultEvent(BaseModel):
     step: int
 
 
-class ContextChangeEvent(BaseModel):
+class ContextChangeEvent(_AgentEventBase):
     """The context engine changed the context (compression, truncation, ...)."""
 
     type: Literal["context"] = "context"
     event: ContextEvent
 
 
-class ReplyEvent(BaseModel):
+class ReplyEvent(_AgentEventBase):
     """The agent's final reply; always the last event of a stream."""
 
     type: Literal["reply"] = "reply"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, TypeAlias
 
 from .._logging import logger
 from ..message import ToolCallBlock
-from ._middleware import maybe_await
 
 __all__ = ["AskCallback", "Decision", "Permissions"]
 
@@ -67,7 +67,8 @@ class Permissions:
                 "no one is available to approve it."
             )
         try:
-            approved = bool(await maybe_await(self.ask_callback(call)))
+            answer = self.ask_callback(call)
+            approved = bool(await answer if inspect.isawaitable(answer) else answer)
         except Exception as exc:
             logger.warning("permission callback failed for %s: %s", call.name, exc)
             approved = False

@@ -15,15 +15,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Middleware
 from ..context import CompressionEvent, ContextEvent, ContextUsage, TruncationEvent
 from ..message import TextBlock, ToolCallBlock
+from ..middleware import Middleware
 from ..model import ChatResponse
 from ..workspace import ItemInfo, WorkspaceReader
 from ._demo_files import DemoFiles
 
 if TYPE_CHECKING:
-    from ..agent import Agent, ModelCallContext
+    from ..agent import Agent
+    from ..middleware import ModelCallContext
 
 __all__ = ["FINAL_TOOL", "PLAN_TEXT", "READBACK_TOOLS", "Guide", "GuideNote", "Plan", "PlanStep"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.text import Text
 
 from .._logging import logger
-from ..agent import Agent, Middleware, ModelCallContext, ReplyEvent, ToolCallContext
+from ..agent import Agent, ReplyEvent
 from ..context import (
     CompressionEvent,
     ContextConfig,
@@ -23,10 +23,10 @@ from ..context import (
     TruncationEvent,
     UsageHintEvent,
 )
-from ..message import HintBlock, Msg, ToolResultBlock
+from ..message import Marker, Msg, ToolResultBlock, marker_of
+from ..middleware import Middleware, ModelCallContext, ToolCallContext
 from ..model import ChatModelBase, ChatResponse
-from ..tool import FunctionTool
-from ..tool._readback import readback_tools
+from ..tool import FunctionTool, readback_tools
 from ..workspace import ItemInfo, LocalWorkspace
 from ._demo_files import DemoFiles
 from ._demo_guide import FINAL_TOOL, PLAN_TEXT, READBACK_TOOLS, Guide, GuideNote, Plan
@@ -208,13 +208,8 @@ class _Narrator(Middleware):
 
 
 def _is_usage_hint(msg: Msg) -> bool:
-    """The engine's context-usage note (``contextfold.context._hint.usage_hint``)."""
-    return (
-        msg.role == "user"
-        and msg.metadata.get("contextfold") == "usage_hint"
-        and isinstance(msg.content, list)
-        and all(isinstance(b, HintBlock) for b in msg.content)
-    )
+    """The engine's context-usage note."""
+    return marker_of(msg) is Marker.USAGE_HINT
 
 
 class _AnswerWithoutUsageNote(Middleware):

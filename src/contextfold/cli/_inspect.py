@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._exceptions import WorkspaceError
-from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ..context import transcript_entry
+from ..message import Msg
 from ..workspace import ItemInfo, LocalWorkspace, WorkspaceReader
 
 __all__ = ["inspect_workspace"]
@@ -183,21 +183,7 @@ def _print_message(console: Console, n: int, line: str) -> None:
     except ValueError:
         console.print(f"[{n}] (unreadable line) {escape(line[:_PREVIEW])}")
         return
-    parts: list[str] = []
-    for block in msg.blocks():
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            parts.append(f"(thinking) {block.thinking}")
-        elif isinstance(block, ToolCallBlock):
-            parts.append(f"(call {block.name}) {json.dumps(block.input, ensure_ascii=False)}")
-        elif isinstance(block, ToolResultBlock):
-            parts.append(
-                f"(result {block.name}{' ERROR' if block.is_error else ''}) {block.text()}"
-            )
-        else:
-            parts.append(f"({block.type})")
-    body = "\n".join(parts)
+    body = transcript_entry(msg, header=False)
     if len(body) > _PREVIEW:
         body = body[:_PREVIEW] + f" [... {len(body) - _PREVIEW} more characters; --raw shows all]"
     console.print(f"[bold][{n}] {msg.role} {escape(msg.name)}[/]")

@@ -13,12 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
-from ..context import ContextConfig
-from ..message import Trajectory
-from ..model import ChatModelBase
+from ..context import ContextConfig, Summarizer
 from ..replay import (
     ReplayResult,
     RunResult,
+    Trajectory,
     load_recordings,
     replay_runs,
     summarizer_from_string,
@@ -34,8 +33,9 @@ _PATHS_HELP = (
     "tau-bench runs, JSONL of Msg; directories are searched recursively for *.json and *.jsonl."
 )
 _SUMMARIZER_HELP = (
-    "Who writes summaries: 'extractive' (deterministic, no model; fast), 'local' (the "
-    "embedded model) or '<provider>:<model>', e.g. 'openai:gpt-4o-mini'."
+    "Who writes summaries: 'extractive' (deterministic, no model; fast), 'none' (empty "
+    "fields: only the offload reference and the ledger), 'local' (the embedded model) or "
+    "'<provider>:<model>', e.g. 'openai:gpt-4o-mini'."
 )
 
 
@@ -43,9 +43,9 @@ def _usage_error(message: str, param: str) -> typer.BadParameter:
     return typer.BadParameter(message, param_hint=param)
 
 
-def _summarizer(spec: str, base_url: str | None, counter: TokenCounter) -> ChatModelBase:
+def _summarizer(spec: str, base_url: str | None) -> Summarizer:
     try:
-        return summarizer_from_string(spec, token_counter=counter, base_url=base_url)
+        return summarizer_from_string(spec, base_url=base_url)
     except (ValueError, ContextfoldError, FileNotFoundError) as exc:
         raise _usage_error(str(exc), "'--summarizer'") from exc
 
@@ -118,7 +118,7 @@ def replay(
         else ContextConfig(tool_result_limit=tool_result_limit)
     )
     counter = counter_for_model(tokenizer)
-    model = _summarizer(summarizer, base_url, counter)
+    model = _summarizer(summarizer, base_url)
     try:
         with err.status("Loading recordings..."):
             loaded = load_recordings(paths)
@@ -136,7 +136,9 @@ def replay(
             + " (expected *.traj.json, *.json or *.jsonl recordings)",
             "'PATH'",
         )
-    result = asyncio.run(_run(runs, context_size, config, model, counter, workdir, err))
+    result = asyncio.run(
+        _run(runs, context_size, config, (summarizer, model), counter, workdir, err)
+    )
     if not quiet:
         out.print(_runs_table(result))
     out.print(_totals_table(result))
@@ -158,7 +160,7 @@ async def _run(
     runs: Sequence[tuple[Trajectory, str]],
     context_size: int,
     config: ContextConfig,
-    model: ChatModelBase,
+    summarizer: tuple[str, Summarizer],
     counter: TokenCounter,
     workdir: Path | None,
     err: Console,
@@ -190,7 +192,8 @@ async def _run(
             runs,
             context_size=context_size,
             config=config,
-            summarizer=model,
+            summarizer=summarizer[1],
+            summarizer_name=summarizer[0],
             workspace=workspace,
             counter=counter,
             on_run=advance,

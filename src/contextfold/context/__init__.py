@@ -1,4 +1,20 @@
-"""The context engine: compression, truncation, image limit, offload calls."""
+"""The context engine: compression, truncation, image limit, offload calls.
+
+Usable without the agent: give :class:`ContextEngine` a token counter and a window, feed it
+messages, and send what :meth:`ContextEngine.prepare` returns::
+
+    engine = ContextEngine(counter=counter_for_model("gpt-4o"), context_size=128_000,
+                           summarizer=ModelSummarizer(model), offloader=workspace)
+    engine.append(Msg("user", "Fix the failing test.", "user"))
+    model_input = await engine.prepare(system_prompt, tools)
+    response = await model.generate(model_input.messages(), tools=model_input.tools)
+
+Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage, events),
+``_engine`` (the state and the step), ``_summarizer`` (the seam and the model-backed
+summarizer), ``_extractive`` (summarizers without a model), ``_summary`` (the rendered
+summary layer), ``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split,
+escalation, image limit).
+"""
 
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
@@ -6,46 +22,75 @@ from ._config import (
     ContextConfig,
     SummarySchema,
 )
-from ._engine import ContextEngine
-from ._events import (
-    CompressionEvent,
-    ContextEvent,
-    ContextEventHandler,
-    ImageRemovalEvent,
-    TruncationEvent,
-    UsageHintEvent,
-)
-from ._input import ContextUsage, ModelInput
+from ._engine import HINT_NAME, ContextEngine
+from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._ledger import ArtifactLedger, extract_ledger
-from ._summary import safe_format
-from ._truncate import (
+from ._summarizer import (
+    SUMMARY_TOOL,
+    ModelSummarizer,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    transcript_entry,
+)
+from ._summary import SUMMARY_NAME, render_summary, safe_format
+from ._trim import (
     READBACK_HINT,
-    READBACK_KEY,
     TRUNCATION_MARKER,
     TRUNCATION_MARKER_WITH_REF,
+    ToolResultTruncator,
     truncation_marker,
+)
+from ._types import (
+    CompressionEvent,
+    CompressionHook,
+    CompressionRequest,
+    CompressionTrigger,
+    ContextEvent,
+    ContextEventHandler,
+    ContextUsage,
+    ImageRemovalEvent,
+    ModelInput,
+    TruncationEvent,
+    UsageHintEvent,
 )
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "HINT_NAME",
     "READBACK_HINT",
-    "READBACK_KEY",
+    "SUMMARY_NAME",
+    "SUMMARY_TOOL",
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",
     "CompressionEvent",
+    "CompressionHook",
+    "CompressionRequest",
+    "CompressionTrigger",
     "ContextConfig",
     "ContextEngine",
     "ContextEvent",
     "ContextEventHandler",
     "ContextUsage",
+    "EmptySummarizer",
+    "ExtractiveSummarizer",
     "ImageRemovalEvent",
     "ModelInput",
+    "ModelSummarizer",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
     "SummarySchema",
+    "ToolResultTruncator",
     "TruncationEvent",
     "UsageHintEvent",
     "extract_ledger",
+    "extractive_summary",
+    "render_summary",
     "safe_format",
+    "summarize_items",
+    "transcript_entry",
     "truncation_marker",
 ]

@@ -40,7 +40,7 @@ class SummarySchema(BaseModel):
 
 
 DEFAULT_COMPRESSION_PROMPT = (
-    "<system-hint>The conversation above is about to be replaced by a summary you write now. "
+    "<system-reminder>The conversation above is about to be replaced by a summary you write now. "
     "You will continue the work from that summary alone, so make it complete, structured "
     "and actionable. The current time is {current_time}.\n"
     "The history it replaces will be gone, so every reference must stand on its own:\n"
@@ -50,17 +50,17 @@ DEFAULT_COMPRESSION_PROMPT = (
     "- List unfinished work with its status (done / pending / blocked) and whether the user "
     "asked for it or you decided it.\n"
     "If a previous summary is given, fold its facts into the new one; drop nothing that is "
-    "still relevant.</system-hint>"
+    "still relevant.</system-reminder>"
 )
 """Default instruction for the summarizer; ``{current_time}`` is filled in."""
 
 DEFAULT_SUMMARY_TEMPLATE = (
-    "<system-info>Summary of the earlier part of this session, which was compressed.\n"
+    "<system-reminder>Summary of the earlier part of this session, which was compressed.\n"
     "# Task overview\n{task_overview}\n\n"
     "# Current state\n{current_state}\n\n"
     "# Important discoveries\n{important_discoveries}\n\n"
     "# Next steps\n{next_steps}\n\n"
-    "# Context to preserve\n{context_to_preserve}</system-info>"
+    "# Context to preserve\n{context_to_preserve}</system-reminder>"
 )
 """Default rendering of a summary; placeholders are the schema's field names."""
 

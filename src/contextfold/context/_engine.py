@@ -8,71 +8,108 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal, overload
+from datetime import UTC, datetime
+from typing import overload
 
 from .._exceptions import CompressionError
 from .._logging import logger
-from ..message import ContentBlock, DataBlock, HintBlock, Msg, ToolResultBlock, ToolSpec
-from ..model import ChatModelBase
-from ..token import TokenCounter
+from ..message import (
+    MARKER_KEY,
+    ContentBlock,
+    DataBlock,
+    HintBlock,
+    Marker,
+    Msg,
+    ToolResultBlock,
+    ToolSpec,
+    is_readback,
+    runtime_note,
+)
+from ..token import TokenCounter, UsageCalibration
 from ..workspace import DataOffloader, Offloader
-from ._compose import cap_summary, compose_summary, ledger_of, summary_msg
 from ._config import ContextConfig
-from ._escalate import escalate, truncation_event
-from ._events import (
+from ._extractive import ExtractiveSummarizer
+from ._ledger import extract_ledger
+from ._summarizer import Summarizer, SummaryRequest, SummaryResult
+from ._summary import (
+    cap_summary,
+    compose_summary,
+    fallback_note,
+    ledger_of,
+    safe_format,
+    summary_msg,
+    with_note,
+)
+from ._trim import (
+    ToolResultTruncator,
+    choose_split,
+    count_images,
+    escalate,
+    remove_images,
+    replace_content,
+    safe_boundaries,
+    truncation_event,
+)
+from ._types import (
     CompressionEvent,
+    CompressionHook,
+    CompressionRequest,
+    CompressionTrigger,
     ContextEvent,
     ContextEventHandler,
+    ContextUsage,
     ImageRemovalEvent,
+    ModelInput,
     TruncationEvent,
     UsageHintEvent,
 )
-from ._fallback import truncation_note
-from ._hint import usage_hint
-from ._images import count_images, remove_images
-from ._input import ContextUsage, ModelInput
-from ._ledger import extract_ledger
-from ._replace import replace_content
-from ._split import choose_split, safe_boundaries
-from ._summary import SummaryWriter
-from ._truncate import ToolResultTruncator, is_readback
 
-__all__ = ["ContextEngine"]
+__all__ = ["HINT_NAME", "ContextEngine"]
 
-Trigger = Literal["auto", "manual", "tool", "overflow"]
+HINT_NAME = "runtime"
+"""``Msg.name`` of the context-usage note, which is never stored in the context."""
 
 
 class ContextEngine:
     """The summary and context of one session, and the policies that keep them in budget.
 
-    The agent calls :meth:`append` / :meth:`add_tool_results` as messages arrive,
-    :meth:`prepare` before each reasoning step, :meth:`compress` for manual or
-    agent-initiated compression and :meth:`recover_overflow` when the provider still
-    reports the window exceeded. Token counts are cached per message and the running
-    total is kept incrementally, so a step tokenizes only new messages; the one O(n) left
-    is the pointer copy of the context into ``ModelInput.context`` (a tuple).
+    Feed it messages (:meth:`append`, :meth:`add_tool_results` for tool results, which it
+    truncates), ask it for the next model input (:meth:`prepare`, which compresses first
+    when usage is over the trigger) and send that; :meth:`compress` compresses on demand.
+    It needs a token ``counter`` and the ``context_size`` it counts against; a
+    :class:`~contextfold.context.Summarizer` (default: :class:`ExtractiveSummarizer`, no
+    model) and an :class:`~contextfold.workspace.Offloader` (default: none) are optional.
+    Every change is reported to ``on_event``; every compression, automatic ones included,
+    runs through ``compression_hook`` when one is given.
 
-    Changes are transactional: a compression computes the new summary and context and
-    swaps them in at once; an error or cancellation leaves the state unchanged, and
-    messages appended while a summary is being written are kept.
+    Token counts are cached per message and the running total is kept incrementally, so a
+    step tokenizes only new messages. Changes are transactional: a compression computes the
+    new summary and context and swaps them in at once; an error or cancellation leaves the
+    state unchanged, and messages appended while a summary is being written are kept.
     """
 
     def __init__(
         self,
         *,
-        config: ContextConfig,
-        model: ChatModelBase,
-        session_id: str,
-        summarizer: ChatModelBase | None = None,
+        counter: TokenCounter,
+        context_size: int,
+        summarizer: Summarizer | None = None,
+        config: ContextConfig | None = None,
         offloader: Offloader | None = None,
+        session_id: str = "default",
         on_event: ContextEventHandler | None = None,
+        compression_hook: CompressionHook | None = None,
     ) -> None:
-        self.config = config
-        self.model = model
-        self.summarizer = summarizer or model
-        self.session_id = session_id
+        if context_size <= 0:
+            raise ValueError(f"context_size must be positive, got {context_size}")
+        self.counter = counter
+        self.context_size = context_size
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.config = config or ContextConfig()
         self.offloader = offloader
+        self.session_id = session_id
         self.on_event = on_event
+        self.compression_hook = compression_hook
         self.compressions = 0
         """Compressions performed so far (summary or fallback)."""
         self._summary: Msg | None = None
@@ -85,16 +122,6 @@ class ContextEngine:
         self._system: tuple[str, Msg, int] | None = None
         self._tools: tuple[tuple[ToolSpec, ...], int] | None = None
         self._overhead: int | None = None
-
-    @property
-    def counter(self) -> TokenCounter:
-        """The model's token counter."""
-        return self.model.token_counter
-
-    @property
-    def context_size(self) -> int:
-        """The model's window."""
-        return self.model.context_size
 
     @property
     def summary(self) -> Msg | None:
@@ -141,10 +168,10 @@ class ContextEngine:
         """Add a message of tool results, truncating oversized ones; return what was stored.
 
         A result over ``tool_result_limit`` tokens keeps its head and tail (or head, per
-        ``truncation_keep``) ending with the spec's marker, all within the limit. With an
-        offloader the *whole* original is offloaded and the marker names the reference,
-        except for read-back results (``metadata["contextfold_readback"]``): their content
-        is already in the workspace, so they get the marker without a path.
+        ``truncation_keep``) ending with the truncation marker, all within the limit. With
+        an offloader the *whole* original is offloaded and the marker names the reference,
+        except for read-back results (:func:`~contextfold.message.is_readback`): their
+        content is already in the workspace, so they get the marker without a path.
 
         Atomic under cancellation: every offload is awaited first and the message is then
         stored in one synchronous step, so a cancelled call stored nothing (if it was
@@ -152,10 +179,9 @@ class ContextEngine:
         being emitted); :attr:`last` tells which.
         """
         truncator = self._truncator(self.config)
-        blocks = msg.blocks()
         events: list[TruncationEvent] = []
         new_blocks: list[ContentBlock] = []
-        for block in blocks:
+        for block in msg.blocks():
             if isinstance(block, ToolResultBlock):
                 tokens = truncator.tokens(block)
                 if tokens > truncator.limit:
@@ -174,19 +200,20 @@ class ContextEngine:
     async def prepare(
         self,
         system_prompt: str,
-        tools: Sequence[ToolSpec],
+        tools: Sequence[ToolSpec] = (),
         *,
         task_in_progress: bool = False,
     ) -> ModelInput:
         """Build the model input for the next reasoning step, compressing first if needed.
 
         Applies the image limit, then compresses at most once if the input is over
-        ``trigger_ratio x context_size``, then adds the context-usage note when usage is
-        past ``trigger_ratio - context_buffer_ratio`` and no task is in progress. The note
-        is a trailing user message in ``ModelInput.context`` only, never stored, so the
-        history and the cached prompt prefix stay stable. It is added whether or not the
-        ``CompressContext`` tool is enabled (the spec ties usage injection to the buffer);
-        only with the tool enabled does it invite the model to call it.
+        ``trigger_ratio x context_size`` (compress-context.zh, section 自动压缩, Automatic
+        compression), then adds the context-usage note when usage is past
+        ``trigger_ratio - context_buffer_ratio`` and no task is in progress (section 自主压缩,
+        Agent-initiated compression). The note is a trailing user message in
+        ``ModelInput.context`` only, never stored, so the history and the cached prompt
+        prefix stay stable. Only with the ``CompressContext`` tool enabled does it invite
+        the model to call it.
 
         Raises :class:`CompressionError` only when summary generation failed and
         ``compression_fallback_to_truncation`` is off; the state is then unchanged.
@@ -195,73 +222,42 @@ class ContextEngine:
             await self._limit_images()
             usage = self._usage(system_prompt, tools)
             if usage.total > self._trigger_tokens(self.config):
-                await self._compress(
-                    system_prompt,
-                    tools,
-                    config=self.config,
-                    instructions=None,
-                    force=False,
-                    threshold_ratio=None,
-                    trigger="auto",
-                )
+                prefix = self._input(system_prompt, tools, usage)
+                request = CompressionRequest(trigger="auto", config=self.config)
+                await self._run_compression(system_prompt, tools, request, prefix=prefix)
             return await self._build(system_prompt, tools, task_in_progress=task_in_progress)
 
     async def compress(
         self,
         system_prompt: str,
-        tools: Sequence[ToolSpec],
+        tools: Sequence[ToolSpec] = (),
         *,
         config: ContextConfig | None = None,
         instructions: HintBlock | None = None,
         force: bool = False,
         threshold_ratio: float | None = None,
-        trigger: Trigger = "manual",
+        trigger: CompressionTrigger = "manual",
     ) -> CompressionEvent | None:
         """Compress now if usage is over the threshold (or ``force``); None if nothing done.
 
         ``config`` overrides the engine's for this call; ``threshold_ratio`` defaults to
         its ``trigger_ratio`` (the ``CompressContext`` tool passes ``config.hint_ratio``).
         With ``trigger="tool"`` a failed summary never falls back to truncation: it raises
-        :class:`CompressionError` with the context unchanged, for the tool to report.
+        :class:`CompressionError` with the context unchanged, for the tool to report. After
+        a ``ContextWindowExceededError`` from the provider, call it once with
+        ``force=True, trigger="overflow"`` and :meth:`prepare` again.
         """
+        request = CompressionRequest(
+            trigger=trigger,
+            config=config or self.config,
+            instructions=instructions,
+            force=force,
+            threshold_ratio=threshold_ratio,
+        )
         async with self._lock:
-            return await self._compress(
-                system_prompt,
-                tools,
-                config=config or self.config,
-                instructions=instructions,
-                force=force,
-                threshold_ratio=threshold_ratio,
-                trigger=trigger,
-            )
+            return await self._run_compression(system_prompt, tools, request, prefix=None)
 
-    async def recover_overflow(
-        self,
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        *,
-        task_in_progress: bool = False,
-    ) -> ModelInput | None:
-        """After a ``ContextWindowExceededError``: one forced compression, a new input.
-
-        Returns None when nothing could be compressed; the agent should then re-raise the
-        provider's error rather than drop anything silently. Call it once per failure.
-        """
-        async with self._lock:
-            event = await self._compress(
-                system_prompt,
-                tools,
-                config=self.config,
-                instructions=None,
-                force=True,
-                threshold_ratio=None,
-                trigger="overflow",
-            )
-            if event is None:
-                return None
-            return await self._build(system_prompt, tools, task_in_progress=task_in_progress)
-
-    def usage(self, system_prompt: str, tools: Sequence[ToolSpec]) -> ContextUsage:
+    def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
         return self._usage(system_prompt, tools)
 
@@ -292,16 +288,14 @@ class ContextEngine:
         )
 
     def _calibration(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
-        # Counters without a tokenizer (CalibratedCounter) correct their estimate by the
-        # usage the provider reported for the request this one extends. Exact counters
-        # have no ``correction`` and cost nothing here.
-        correction = getattr(self.counter, "correction", None)
-        if not callable(correction):
+        # Counters without a tokenizer correct their estimate by the usage the provider
+        # reported for the request this one extends; exact counters cost nothing here.
+        if not isinstance(self.counter, UsageCalibration):
             return 0
         head = [self._system_msg(system_prompt)[0]]
         if self._summary is not None:
             head.append(self._summary)
-        return int(correction(_Joined(head, self._context), tools))
+        return self.counter.correction(_Joined(head, self._context), tools)
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
@@ -313,23 +307,28 @@ class ContextEngine:
 
     # -- model input --------------------------------------------------------------
 
+    def _input(
+        self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
+    ) -> ModelInput:
+        system = self._system_msg(system_prompt)[0]
+        return ModelInput(system, self._summary, tuple(self._context), tuple(tools), usage)
+
     async def _build(
         self, system_prompt: str, tools: Sequence[ToolSpec], *, task_in_progress: bool
     ) -> ModelInput:
-        usage = self._usage(system_prompt, tools)
-        system = self._system_msg(system_prompt)[0]
-        context = tuple(self._context)
-        if not task_in_progress and usage.total > self.config.hint_ratio * self.context_size:
-            hint = usage_hint(
-                tokens=usage.total,
-                context_size=self.context_size,
-                trigger_ratio=self.config.trigger_ratio,
-                tool_enabled=self.config.compression_tool_enabled,
-            )
-            context = (*context, hint)
-            usage = replace(usage, context=usage.context + self.counter.count_message(hint))
-            await self._emit(UsageHintEvent(tokens=usage.total, context_size=self.context_size))
-        return ModelInput(system, self._summary, context, tuple(tools), usage)
+        model_input = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+        usage = model_input.usage
+        if task_in_progress or usage.total <= self.config.hint_ratio * self.context_size:
+            return model_input
+        hint = usage_hint(
+            tokens=usage.total,
+            context_size=self.context_size,
+            trigger_ratio=self.config.trigger_ratio,
+            tool_enabled=self.config.compression_tool_enabled,
+        )
+        usage = replace(usage, context=usage.context + self.counter.count_message(hint))
+        await self._emit(UsageHintEvent(tokens=usage.total, context_size=self.context_size))
+        return replace(model_input, context=(*model_input.context, hint), usage=usage)
 
     # -- image limit --------------------------------------------------------------
 
@@ -379,27 +378,40 @@ class ContextEngine:
 
     # -- compression ----------------------------------------------------------------
 
+    async def _run_compression(
+        self,
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        request: CompressionRequest,
+        *,
+        prefix: ModelInput | None,
+    ) -> CompressionEvent | None:
+        async def core(current: CompressionRequest) -> CompressionEvent | None:
+            return await self._compress(system_prompt, tools, current, prefix=prefix)
+
+        if self.compression_hook is None:
+            return await core(request)
+        return await self.compression_hook(request, core)
+
     async def _compress(
         self,
         system_prompt: str,
         tools: Sequence[ToolSpec],
+        request: CompressionRequest,
         *,
-        config: ContextConfig,
-        instructions: HintBlock | None,
-        force: bool,
-        threshold_ratio: float | None,
-        trigger: Trigger,
+        prefix: ModelInput | None,
     ) -> CompressionEvent | None:
         started = time.monotonic()
+        config, trigger = request.config, request.trigger
         usage = self._usage(system_prompt, tools)
-        threshold = config.trigger_ratio if threshold_ratio is None else threshold_ratio
-        if not force and usage.total <= threshold * self.context_size:
+        ratio = config.trigger_ratio if request.threshold_ratio is None else request.threshold_ratio
+        if not request.force and usage.total <= ratio * self.context_size:
             return None
         snapshot = list(self._context)
         tokens = [self.counter.count_message(m) for m in snapshot]
         safe = safe_boundaries(snapshot)
         k = choose_split(tokens, safe, int(config.reserve_ratio * self.context_size))
-        if k == 0 and force:
+        if k == 0 and request.force:
             k = choose_split(tokens, safe, sum(tokens) // 2)
         if k == 0:
             logger.warning(
@@ -411,15 +423,22 @@ class ContextEngine:
         compressed = snapshot[:k]
         previous = self._summary
         ledger = ledger_of(previous).merge(extract_ledger(compressed))
-        writer = SummaryWriter(self.summarizer)
-        draft = writer.draft(
-            compressed, previous=previous, config=config, instructions=instructions
+        summary_request = SummaryRequest(
+            messages=compressed,
+            previous=previous,
+            instructions=safe_format(
+                config.compression_prompt,
+                {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
+            ),
+            hints=() if request.instructions is None else (request.instructions,),
+            schema=config.summary_schema,
+            max_attempts=config.summary_attempts,
+            prefix=prefix,
         )
         error: Exception | None = None
-        fields: dict[str, Any] | None = None
-        attempts = config.summary_attempts
+        result: SummaryResult | None = None
         try:
-            fields, attempts = await writer.write(draft, config=config)
+            result = await self.summarizer.summarize(summary_request)
         except Exception as exc:  # the summarizer's failure, whatever it was
             error = exc
             if trigger == "tool" or not config.compression_fallback_to_truncation:
@@ -430,24 +449,25 @@ class ContextEngine:
                     "messages instead, or check the summarizer model"
                 )
                 raise CompressionError(
-                    f"summary generation failed after {config.summary_attempts} attempt(s) "
+                    f"summary generation failed after {_attempts(exc, config)} attempt(s) "
                     f"({type(exc).__name__}: {exc}); the context is unchanged: {advice}"
                 ) from exc
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
         ref = await self._offload_context(compressed)
-        if fields is not None:
+        if result is not None:
             text = compose_summary(
-                fields,
+                result.fields,
                 config=config,
                 ledger=ledger,
-                draft=draft,
                 ref=ref,
                 compressed=len(compressed),
+                uncovered=result.uncovered,
+                cut=result.cut,
             )
         else:
             assert error is not None
-            note = truncation_note(
+            note = fallback_note(
                 removed=len(compressed),
                 ref=ref,
                 error=error,
@@ -455,10 +475,10 @@ class ContextEngine:
             )
             text = "\n\n".join(p for p in (note, ledger.render()) if p)
         text = cap_summary(text, counter=self.counter, config=config, size=self.context_size)
-        summary = summary_msg(text, ledger, fields)
+        summary = summary_msg(text, ledger, result.fields if result is not None else None)
         escalation = await escalate(
             [*snapshot[k:], *appended],
-            summary,
+            summary_tokens=self.counter.count_message(summary),
             fixed=usage.system + usage.tools + usage.overhead,
             target=self._trigger_tokens(config),
             counter=self.counter,
@@ -466,31 +486,31 @@ class ContextEngine:
             offload_result=self._offload_result,
             offload_context=self._offload_context,
         )
-        summary, dropped, events = escalation.summary, escalation.dropped, escalation.truncations
+        if escalation.note is not None:
+            summary = with_note(summary, escalation.note)
         # Messages appended during the offload calls above are kept too.
         late = self._context[len(snapshot) + len(appended) :]
         new_context = [*escalation.context, *late]
         # Swap: nothing above changed the engine's state.
         self._summary = summary
         self._context = new_context
-        self._start += k + dropped
+        self._start += k + escalation.dropped
         self._context_tokens = sum(self.counter.count_message(m) for m in new_context)
         self._prune_image_index()
         self.compressions += 1
-        after = self._usage(system_prompt, tools).total
         event = CompressionEvent(
             trigger=trigger,
-            method="summary" if fields is not None else "truncation",
+            method="summary" if result is not None else "truncation",
             tokens_before=usage.total,
-            tokens_after=after,
-            messages_removed=k + dropped,
+            tokens_after=self._usage(system_prompt, tools).total,
+            messages_removed=k + escalation.dropped,
             messages_kept=len(new_context),
             duration_s=time.monotonic() - started,
             offload_ref=ref,
-            attempts=attempts,
+            attempts=result.attempts if result is not None else _attempts(error, config),
             error=None if error is None else f"{type(error).__name__}: {error}",
         )
-        for truncation in events:
+        for truncation in escalation.truncations:
             await self._emit(truncation)
         await self._emit(event)
         return event
@@ -515,6 +535,31 @@ class ContextEngine:
             result = self.on_event(event)
             if inspect.isawaitable(result):
                 await result
+
+
+def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_enabled: bool) -> Msg:
+    """The context-usage note: a trailing user-role message, never stored."""
+    text = (
+        f"Context usage: {tokens} of {context_size} tokens ({tokens / context_size:.0%}). "
+        f"Older messages are summarized automatically at {trigger_ratio:.0%}."
+    )
+    if tool_enabled:
+        text += (
+            " You may call the CompressContext tool now, at a natural break between tasks, "
+            "to summarize older messages yourself before that happens."
+        )
+    return Msg(
+        HINT_NAME,
+        [HintBlock(hint=runtime_note(text))],
+        "user",
+        metadata={MARKER_KEY: Marker.USAGE_HINT.value},
+    )
+
+
+def _attempts(error: BaseException | None, config: ContextConfig) -> int:
+    """Attempts a failed summarizer made: its error's count when it has one."""
+    attempts = getattr(error, "attempts", None)
+    return attempts if isinstance(attempts, int) and attempts > 0 else config.summary_attempts
 
 
 class _Joined(Sequence[Msg]):

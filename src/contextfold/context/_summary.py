@@ -1,45 +1,37 @@
-"""Summary generation: summarizer input that fits its window, retries, rendering."""
+"""The summary layer: the rendered summary message, its additions and its cap.
+
+The middle layer of the model input (context-management.zh, section 概述, Overview). Its
+text is the summarizer's fields through ``summary_template``, plus what the engine adds
+itself: the offload reference of the compressed messages and the artifact ledger.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any
 
-from .._logging import logger
-from ..message import (
-    DataBlock,
-    HintBlock,
-    Msg,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSpec,
-)
-from ..model import ChatModelBase
+from ..message import MARKER_KEY, Marker, Msg, runtime_note
+from ..token import TokenCounter, head_within
 from ._config import ContextConfig
-from ._truncate import head_within, tail_within
+from ._ledger import ArtifactLedger
 
 __all__ = [
-    "SUMMARY_TOOL",
-    "SummaryDraft",
-    "SummaryWriter",
+    "SUMMARY_NAME",
+    "cap_summary",
+    "compose_summary",
+    "fallback_note",
+    "ledger_of",
     "render_summary",
     "safe_format",
-    "transcript_entry",
+    "summary_msg",
+    "with_note",
 ]
 
-SUMMARY_TOOL = "write_summary"
-"""Name of the forced tool the summarizer answers through."""
+SUMMARY_NAME = "summary"
+"""``Msg.name`` of the summary message."""
 
-_SUMMARIZER_SYSTEM = (
-    "You compress the history of an AI agent's session into a structured summary. The "
-    "agent will continue its work from your summary alone."
-)
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
 
 
@@ -77,143 +69,97 @@ def render_summary(template: str, fields: Mapping[str, Any]) -> str:
     return safe_format(template, {k: _as_text(v) for k, v in fields.items()})
 
 
-def transcript_entry(msg: Msg) -> str:
-    """One message as plain text the summarizer can read (tool traffic included)."""
-    parts: list[str] = []
-    for block in msg.blocks():
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, HintBlock):
-            parts.append(f"(runtime hint) {block.hint}")
-        elif isinstance(block, ThinkingBlock):
-            parts.append(f"(thinking) {block.thinking}")
-        elif isinstance(block, ToolCallBlock):
-            args = json.dumps(block.input, ensure_ascii=False)
-            parts.append(f"(tool call {block.id}: {block.name}) {args}")
-        elif isinstance(block, ToolResultBlock):
-            status = " ERROR" if block.is_error else ""
-            images = ""
-            if not isinstance(block.output, str):
-                n = sum(1 for b in block.output if isinstance(b, DataBlock))
-                images = f" [{n} attachment(s)]" if n else ""
-            parts.append(f"(tool result {block.id}: {block.name}{status}){images} {block.text()}")
-        elif isinstance(block, DataBlock):
-            parts.append(
-                f"[{block.kind}: {block.media_type}{' ' + block.name if block.name else ''}]"
-            )
-    return f"[{msg.role} {msg.name}]\n" + "\n".join(parts)
+def compose_summary(
+    fields: Mapping[str, Any],
+    *,
+    config: ContextConfig,
+    ledger: ArtifactLedger,
+    ref: str | None,
+    compressed: int,
+    uncovered: int = 0,
+    cut: bool = False,
+) -> str:
+    """Render ``fields`` with the template, adding notes, the offload ref and the ledger.
 
-
-@dataclass(frozen=True)
-class SummaryDraft:
-    """The summarizer's request and what had to be left out of it."""
-
-    messages: list[Msg]
-    omitted: int
-    """How many of the oldest messages did not fit the summarizer's window."""
-    cut: bool
-    """True when the oldest included message was cut to fit."""
-
-
-class SummaryWriter:
-    """Asks a model for a structured summary of messages, with retries."""
-
-    def __init__(self, summarizer: ChatModelBase) -> None:
-        self.summarizer = summarizer
-
-    def draft(
-        self,
-        msgs: Sequence[Msg],
-        *,
-        previous: Msg | None,
-        config: ContextConfig,
-        instructions: HintBlock | None,
-    ) -> SummaryDraft:
-        """The request, trimmed oldest first to fit the summarizer's window.
-
-        Room is left for the answer (a tenth of the window) and the summary tool schema.
-        """
-        counter = self.summarizer.token_counter
-        size = self.summarizer.context_size
-        prompt = safe_format(
-            config.compression_prompt,
-            {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
+    The additions go into ``context_to_preserve`` when the template shows that field,
+    else after the rendered text, so a custom template never loses them.
+    """
+    extras: list[str] = []
+    if uncovered or cut:
+        extras.append(
+            f"Note: the {uncovered} oldest of the {compressed} compressed messages did "
+            "not fit the summarizer's window and are not covered by this summary"
+            + (" (the oldest one included was cut)" if cut else "")
+            + "."
         )
-        hints = [HintBlock(hint=prompt)]
-        if instructions is not None:
-            hints.append(instructions)
-        system = Msg("system", _SUMMARIZER_SYSTEM, "system")
-        tool = ToolSpec(name=SUMMARY_TOOL, parameters=config.summary_schema)
-        fixed = (
-            counter.count_message(system)
-            + counter.count_message(Msg("user", list(hints), "user"))
-            + counter.count_tools([tool])
-            + counter.count_request([], ())
-            + size // 10
-        )
-        budget = size - fixed - 64  # JSON framing of the transcript block
-        pieces: list[str] = []
-        if previous is not None:
-            old = previous.text
-            old_budget = max(budget // 2, 0)
-            if counter.count_text(old) > old_budget:
-                old = head_within(counter, old, old_budget)
-            pieces.append(f"<previous-summary>\n{old}\n</previous-summary>")
-            budget -= counter.count_text(pieces[0]) + 4
-        entries: list[str] = []
-        omitted, cut = 0, False
-        for i in range(len(msgs) - 1, -1, -1):
-            entry = transcript_entry(msgs[i])
-            cost = counter.count_text(entry) + 2
-            if cost <= budget:
-                entries.append(entry)
-                budget -= cost
-                continue
-            if budget > 64:
-                entries.append(tail_within(counter, entry, budget - 8))
-                cut = True
-                omitted = i
-            else:
-                omitted = i + 1
-            break
-        entries.reverse()
-        if omitted or cut:
-            entries.insert(
-                0,
-                f"[{omitted} older message(s) were left out to fit the summarizer's window"
-                f"{' and the oldest one shown was cut' if cut else ''}.]",
-            )
-        pieces.append("<conversation>\n" + "\n\n".join(entries) + "\n</conversation>")
-        request = Msg("user", [TextBlock(text="\n\n".join(pieces)), *hints], "user")
-        return SummaryDraft([system, request], omitted, cut)
+    if ref is not None:
+        extras.append(f"The compressed messages are saved in '{ref}'.")
+    ledger_text = ledger.render()
+    if ledger_text:
+        extras.append(ledger_text)
+    values = dict(fields)
+    if "{context_to_preserve}" in config.summary_template:
+        own = values.get("context_to_preserve")
+        own_text = own if isinstance(own, str) else render_summary("{v}", {"v": own})
+        values["context_to_preserve"] = "\n\n".join(p for p in (own_text, *extras) if p)
+        return render_summary(config.summary_template, values)
+    return "\n\n".join([render_summary(config.summary_template, values), *extras])
 
-    async def write(
-        self, draft: SummaryDraft, *, config: ContextConfig
-    ) -> tuple[dict[str, Any], int]:
-        """The summary fields and the attempts used; raises the last error when all fail.
 
-        Each attempt is one structured-output call; cancellation is never swallowed.
-        """
-        error: Exception | None = None
-        for attempt in range(1, config.summary_attempts + 1):
-            try:
-                fields = await self.summarizer.structured(
-                    draft.messages,
-                    config.summary_schema,
-                    name=SUMMARY_TOOL,
-                    description="Write the structured summary of the conversation.",
-                    max_attempts=1,
-                )
-            except Exception as exc:  # any failure of the summarizer triggers the fallback
-                error = exc
-                logger.warning(
-                    "summary attempt %d/%d failed: %s: %s",
-                    attempt,
-                    config.summary_attempts,
-                    type(exc).__name__,
-                    exc,
-                )
-                continue
-            return fields, attempt
-        assert error is not None
-        raise error
+def fallback_note(
+    *, removed: int, ref: str | None, error: BaseException, previous: str | None
+) -> str:
+    """What takes the summary's place when every attempt failed: ``removed`` older
+    messages were dropped unsummarized.
+
+    The previous summary, if any, is still true of the history before them, so it is kept
+    below the note rather than lost with the failed attempt.
+    """
+    where = (
+        f" They were saved to '{ref}'; read them from there if you need details."
+        if ref
+        else " They were discarded."
+    )
+    note = runtime_note(
+        f"The context was shortened: {removed} earlier message(s) were removed "
+        f"because a summary of them could not be generated ({type(error).__name__}).{where}"
+    )
+    if previous:
+        note += f"\n\nThe summary of the history before them was:\n{previous}"
+    return note
+
+
+def cap_summary(text: str, *, counter: TokenCounter, config: ContextConfig, size: int) -> str:
+    """Cut a runaway summary to half the room between reserve and trigger."""
+    cap = max(128, int((config.trigger_ratio - config.reserve_ratio) * size) // 2)
+    if counter.count_text(text) <= cap:
+        return text
+    return head_within(counter, text, cap - 24) + "\n[summary cut to fit the window]"
+
+
+def summary_msg(text: str, ledger: ArtifactLedger, fields: Mapping[str, Any] | None) -> Msg:
+    """The summary as a user-role message; ledger and fields ride in its metadata.
+
+    The ledger lets the next compression merge it; the fields let callers (and the next
+    summarizer) read the structured summary without parsing the rendered text.
+    """
+    metadata: dict[str, Any] = {MARKER_KEY: Marker.SUMMARY.value, "ledger": ledger.model_dump()}
+    if fields is not None:
+        metadata["fields"] = dict(fields)
+    return Msg(SUMMARY_NAME, text, "user", metadata=metadata)
+
+
+def with_note(summary: Msg, note: str) -> Msg:
+    """``summary`` with ``note`` appended (ledger and fields kept)."""
+    fields = summary.metadata.get("fields")
+    return summary_msg(
+        f"{summary.text}\n\n{note}",
+        ledger_of(summary),
+        fields if isinstance(fields, Mapping) else None,
+    )
+
+
+def ledger_of(summary: Msg | None) -> ArtifactLedger:
+    """The ledger carried by a summary message (empty when there is none)."""
+    data = summary.metadata.get("ledger") if summary is not None else None
+    return ArtifactLedger.model_validate(data) if isinstance(data, dict) else ArtifactLedger()

@@ -20,6 +20,16 @@ from ._blocks import (
     ToolResultContent,
     URLSource,
 )
+from ._markers import (
+    MARKER_KEY,
+    READBACK_KEY,
+    RUNTIME_TAG,
+    Marker,
+    is_readback,
+    is_runtime_note,
+    marker_of,
+    runtime_note,
+)
 from ._msg import Msg, Role, Usage, msgs_from_jsonl, msgs_to_jsonl
 from ._openai import (
     from_openai_message,
@@ -29,7 +39,6 @@ from ._openai import (
     to_openai_tools,
 )
 from ._toolspec import ToolChoice, ToolSpec
-from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
 from ._validity import (
     Provider,
     ValidityProblem,
@@ -42,11 +51,15 @@ from ._validity import (
 )
 
 __all__ = [
+    "MARKER_KEY",
+    "READBACK_KEY",
+    "RUNTIME_TAG",
     "Base64Source",
     "ContentBlock",
     "DataBlock",
     "DataSource",
     "HintBlock",
+    "Marker",
     "Msg",
     "Provider",
     "Role",
@@ -57,7 +70,6 @@ __all__ = [
     "ToolResultBlock",
     "ToolResultContent",
     "ToolSpec",
-    "Trajectory",
     "URLSource",
     "Usage",
     "ValidityProblem",
@@ -71,12 +83,12 @@ __all__ = [
     "from_anthropic_messages",
     "from_openai_message",
     "from_openai_messages",
-    "load_any",
-    "load_msg_jsonl",
-    "load_openai_runs",
-    "load_trajectory",
+    "is_readback",
+    "is_runtime_note",
+    "marker_of",
     "msgs_from_jsonl",
     "msgs_to_jsonl",
+    "runtime_note",
     "to_anthropic_request",
     "to_anthropic_tool_choice",
     "to_anthropic_tools",

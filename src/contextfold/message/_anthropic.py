@@ -5,7 +5,7 @@ turns to alternate, and wants every ``tool_result`` for an assistant turn at the
 the next user message. ``to_anthropic_request`` therefore hoists the leading system
 messages, merges consecutive messages of one role, and moves tool results to the front of
 each user message. A later system message, and any ``HintBlock``, is sent as user text
-wrapped in ``<system-hint>``.
+wrapped in ``<system-reminder>``.
 
 Thinking blocks go back with their signature (or redacted data) verbatim; a thinking block
 without either (e.g. from another provider) cannot be sent to Anthropic and is left out.

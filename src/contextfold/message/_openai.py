@@ -7,7 +7,7 @@ parts rather than a string, ``content: null``, image ``detail``, unknown keys) i
 
 Going the other way, a user ``Msg`` that mixes tool results with other content becomes
 ``tool`` messages followed by one user message. ``HintBlock`` is sent as user text wrapped
-in ``<system-hint>``. Thinking blocks are dropped: Chat Completions has no field for them
+in ``<system-reminder>``. Thinking blocks are dropped: Chat Completions has no field for them
 (and servers that return ``reasoning_content`` reject it when sent back).
 ``ToolResultBlock.is_error`` has no OpenAI field either; the result text is sent as is.
 """

@@ -9,10 +9,9 @@ from typing import Any, NoReturn
 
 from .._exceptions import MessageFormatError
 from ._blocks import DataBlock, ToolCallBlock, URLSource
+from ._markers import runtime_note
 
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
-HINT_OPEN = "<system-hint>"
-HINT_CLOSE = "</system-hint>"
 
 
 def fail(index: int, field: str, problem: str) -> NoReturn:
@@ -99,11 +98,8 @@ def data_kind(block: DataBlock) -> str:
 
 
 def wrap_hint(hint: str) -> str:
-    """A hint as the text the model sees: wrapped in ``<system-hint>`` once."""
-    stripped = hint.strip()
-    if stripped.startswith(HINT_OPEN) and stripped.endswith(HINT_CLOSE):
-        return hint
-    return f"{HINT_OPEN}{hint}{HINT_CLOSE}"
+    """A hint as the text the model sees: a runtime note (wrapped in the tag once)."""
+    return runtime_note(hint)
 
 
 def parse_arguments(

@@ -1,8 +1,37 @@
-"""Middleware: hooks around the system prompt, model calls, tools, replies and compression.
+"""Middleware: hooks on the system prompt and wrappers around every stage of the agent loop.
 
-Defined with the agent (``contextfold.agent``); re-exported here under the name the
-spec uses, with the same public names.
+The hooks of context-management.zh, section 概述 (Overview): ``on_system_prompt`` builds the
+system prompt layer; wrappers run around each reply, model call, tool call and compression.
 """
 
-from ..agent._middleware import *  # noqa: F403
-from ..agent._middleware import __all__ as __all__
+from ._middleware import (
+    CallNext,
+    CompressionContext,
+    Middleware,
+    MiddlewareStack,
+    ModelCallContext,
+    ReplyContext,
+    ToolCallContext,
+    WrapperHook,
+    compression_middleware,
+    model_call_middleware,
+    reply_middleware,
+    system_prompt_middleware,
+    tool_call_middleware,
+)
+
+__all__ = [
+    "CallNext",
+    "CompressionContext",
+    "Middleware",
+    "MiddlewareStack",
+    "ModelCallContext",
+    "ReplyContext",
+    "ToolCallContext",
+    "WrapperHook",
+    "compression_middleware",
+    "model_call_middleware",
+    "reply_middleware",
+    "system_prompt_middleware",
+    "tool_call_middleware",
+]

@@ -7,27 +7,28 @@ compressions, truncations, tokens saved and offloaded, and prefix stability (see
 (the ``report`` extra).
 """
 
-from ._extractive import ExtractiveSummarizer, extractive_summary, summarize_items
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
 from ._report import write_report
-from ._runner import WindowModel, replay_run, replay_runs, tools_of
+from ._runner import replay_run, replay_runs, tools_of
 from ._sources import LoadedRecordings, find_recordings, load_recordings
 from ._summarizers import summarizer_from_string
+from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
 
 __all__ = [
-    "ExtractiveSummarizer",
     "LoadedRecordings",
     "ReplayResult",
     "ReplayTotals",
     "RunResult",
     "StepUsage",
-    "WindowModel",
-    "extractive_summary",
+    "Trajectory",
     "find_recordings",
+    "load_any",
+    "load_msg_jsonl",
+    "load_openai_runs",
     "load_recordings",
+    "load_trajectory",
     "replay_run",
     "replay_runs",
-    "summarize_items",
     "summarizer_from_string",
     "tools_of",
     "write_report",

@@ -6,42 +6,25 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._exceptions import ModelError
 from .._logging import logger
-from ..context import CompressionEvent, ContextConfig, ContextEngine, ContextEvent, TruncationEvent
-from ..message import DataBlock, Msg, ToolChoice, ToolResultBlock, ToolSpec, Trajectory
-from ..model import ChatModelBase, ChatResponse
+from ..context import (
+    CompressionEvent,
+    ContextConfig,
+    ContextEngine,
+    ContextEvent,
+    ExtractiveSummarizer,
+    Summarizer,
+    TruncationEvent,
+)
+from ..message import DataBlock, Msg, ToolResultBlock, ToolSpec
 from ..token import TokenCounter, counter_for_model
 from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
-from ._extractive import ExtractiveSummarizer
 from ._metrics import ReplayResult, RunResult, StepUsage
+from ._trajectory import Trajectory
 
-__all__ = ["WindowModel", "replay_run", "replay_runs", "tools_of"]
+__all__ = ["replay_run", "replay_runs", "tools_of"]
 
 RunCallback = Callable[[RunResult], Awaitable[None] | None]
-
-
-class WindowModel(ChatModelBase):
-    """Stands in for the recorded agent's model: a window and a counter, never called.
-
-    The engine reads ``context_size`` and ``token_counter`` from its model; in a replay the
-    answers are the recorded ones, so a call would be a bug and raises ``ModelError``.
-    """
-
-    def __init__(self, *, context_size: int, token_counter: TokenCounter) -> None:
-        super().__init__("replay", context_size=context_size, token_counter=token_counter)
-
-    async def _generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[ToolSpec],
-        tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
-        raise ModelError(
-            "a replay answers from the recording and never calls the agent's model; "
-            "give the engine a separate summarizer"
-        )
 
 
 class _CountingOffloader:
@@ -101,7 +84,7 @@ async def replay_run(
     *,
     context_size: int,
     config: ContextConfig | None = None,
-    summarizer: ChatModelBase | None = None,
+    summarizer: Summarizer | None = None,
     workspace: BaseWorkspace | None = None,
     counter: TokenCounter | None = None,
     session_id: str | None = None,
@@ -124,11 +107,12 @@ async def replay_run(
     offloader = _CountingOffloader(workspace, counter)
     events: list[ContextEvent] = []
     engine = ContextEngine(
+        counter=counter,
+        context_size=context_size,
+        summarizer=summarizer or ExtractiveSummarizer(),
         config=config or ContextConfig(),
-        model=WindowModel(context_size=context_size, token_counter=counter),
-        session_id=session_id or run.instance_id,
-        summarizer=summarizer or ExtractiveSummarizer(token_counter=counter),
         offloader=offloader,
+        session_id=session_id or run.instance_id,
         on_event=events.append,
     )
     result = RunResult(
@@ -193,7 +177,8 @@ async def replay_runs(
     *,
     context_size: int,
     config: ContextConfig | None = None,
-    summarizer: ChatModelBase | None = None,
+    summarizer: Summarizer | None = None,
+    summarizer_name: str | None = None,
     workspace: BaseWorkspace | None = None,
     counter: TokenCounter | None = None,
     on_run: RunCallback | None = None,
@@ -201,10 +186,11 @@ async def replay_runs(
     """Replay ``(run, source)`` pairs one after another; ``on_run`` sees each result.
 
     Session ids are the runs' ``instance_id``, made unique with a ``-2``, ``-3``... suffix,
-    so runs sharing a workspace never share a session.
+    so runs sharing a workspace never share a session. ``summarizer_name`` names the
+    summarizer in the result (default: its ``repr``).
     """
     counter = counter or counter_for_model("gpt-4o")
-    summarizer = summarizer or ExtractiveSummarizer(token_counter=counter)
+    summarizer = summarizer or ExtractiveSummarizer()
     results: list[RunResult] = []
     used: dict[str, int] = {}
     for run, source in runs:
@@ -227,7 +213,7 @@ async def replay_runs(
                 await outcome
     return ReplayResult(
         context_size=context_size,
-        summarizer=summarizer.model_name,
+        summarizer=summarizer_name or repr(summarizer),
         counter=counter.name,
         runs=results,
     )

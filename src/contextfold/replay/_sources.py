@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .._exceptions import MessageFormatError
 from .._logging import logger
-from ..message import Trajectory, load_any
+from ._trajectory import Trajectory, load_any
 
 __all__ = ["LoadedRecordings", "find_recordings", "load_recordings"]
 

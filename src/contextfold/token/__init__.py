@@ -14,10 +14,10 @@ from ._images import (
     openai_patch_image_tokens,
     openai_tile_image_tokens,
 )
-from ._ledger import RunningTotal
 from ._openai import ImagePricing, OpenAITokenCounter
-from ._protocol import TokenCounter, TokenSlicer
+from ._protocol import TokenCounter, TokenSlicer, UsageCalibration
 from ._select import counter_for_model
+from ._slice import head_within, tail_within
 from ._vocab import seed_tiktoken_cache, tiktoken_encoding
 
 if TYPE_CHECKING:
@@ -39,14 +39,16 @@ __all__ = [
     "ImagePricing",
     "LlamaTokenCounter",
     "OpenAITokenCounter",
-    "RunningTotal",
     "TokenCounter",
     "TokenSlicer",
+    "UsageCalibration",
     "anthropic_image_tokens",
     "counter_for_model",
+    "head_within",
     "image_size",
     "openai_patch_image_tokens",
     "openai_tile_image_tokens",
     "seed_tiktoken_cache",
+    "tail_within",
     "tiktoken_encoding",
 ]

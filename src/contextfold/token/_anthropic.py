@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..message import (
     DataBlock,
     HintBlock,
+    Marker,
     Msg,
     TextBlock,
     ThinkingBlock,
@@ -18,6 +19,7 @@ from ..message import (
     ToolResultBlock,
     ToolSpec,
     Usage,
+    marker_of,
 )
 from ._images import ANTHROPIC_MAX_IMAGE_TOKENS, anthropic_image_tokens, block_image_size
 from ._protocol import TokenCounter
@@ -217,7 +219,7 @@ class CalibratedCounter:
         # A trailing runtime note (the engine's usage hint) is sent but never stored, so
         # the next request will not extend it: match on the prefix before it.
         kept = len(messages)
-        while kept and messages[kept - 1].metadata.get("contextfold") == "usage_hint":
+        while kept and marker_of(messages[kept - 1]) is Marker.USAGE_HINT:
             kept -= 1
         if reported <= 0 or not kept:
             return  # nothing reported (some servers send no usage): keep what we had

@@ -142,10 +142,6 @@ class OpenAITokenCounter:
         msg.cache_tokens(self.name, count)
         return count
 
-    def count_messages(self, msgs: Sequence[Msg]) -> list[int]:
-        """``count_message`` of each; same results, cached the same way."""
-        return [self.count_message(m) for m in msgs]
-
     def count_openai_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         """Tokens of Chat Completions messages given as wire dicts, reply priming included
         (the cookbook's ``num_tokens_from_messages``). Not cached."""

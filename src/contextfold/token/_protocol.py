@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ..message import Msg, ToolSpec
+from ..message import Msg, ToolSpec, Usage
 
-__all__ = ["TokenCounter", "TokenSlicer"]
+__all__ = ["TokenCounter", "TokenSlicer", "UsageCalibration"]
 
 
 @runtime_checkable
@@ -58,4 +58,25 @@ class TokenSlicer(Protocol):
 
     def tail(self, text: str, max_tokens: int) -> str:
         """The longest suffix of ``text`` found within ``max_tokens`` tokens."""
+        ...
+
+
+@runtime_checkable
+class UsageCalibration(Protocol):
+    """A counter that learns from the input tokens the provider reported.
+
+    Counters without the provider's tokenizer (:class:`CalibratedCounter`) implement this
+    as well as :class:`TokenCounter`: models call :meth:`observe` after every answer, and
+    the context engine adds :meth:`correction` to its running total. Exact counters do not
+    implement it and cost nothing.
+    """
+
+    def observe(
+        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], usage: Usage | int
+    ) -> None:
+        """Learn from a request whose prompt the provider reported as ``usage``."""
+        ...
+
+    def correction(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
+        """What to add to ``count_request(messages, tools)`` (0 when nothing is known)."""
         ...

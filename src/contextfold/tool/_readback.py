@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import WorkspaceError
-from ..workspace import GrepMatch, ItemInfo, WorkspaceReader
-from ..workspace._names import glob_to_regex
+from ..workspace import GrepMatch, ItemInfo, WorkspaceReader, glob_to_regex
 
 __all__ = ["readback_tools"]
 

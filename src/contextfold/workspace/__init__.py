@@ -7,7 +7,7 @@ Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceRead
 from ._base import BaseWorkspace
 from ._local import LocalWorkspace
 from ._memory import MemoryWorkspace
-from ._names import decode_key, encode_key, parse_ref
+from ._names import decode_key, encode_key, glob_to_regex, parse_ref
 from ._postgres import PostgresWorkspace
 from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader
 from ._sqlite import SQLiteWorkspace
@@ -28,5 +28,6 @@ __all__ = [
     "WorkspaceReader",
     "decode_key",
     "encode_key",
+    "glob_to_regex",
     "parse_ref",
 ]

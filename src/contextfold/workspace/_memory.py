@@ -14,10 +14,12 @@ class MemoryWorkspace(BaseWorkspace):
     """Keeps everything in dictionaries; lost when the process exits.
 
     Same references and behaviour as the other backends (relative references such as
-    ``sessions/s1/context.jsonl``); safe to share between tasks and threads.
+    ``sessions/s1/context.jsonl``); safe to share between tasks and threads. Ready when
+    built (:meth:`initialize` is a no-op kept for the protocol).
     """
 
     def __init__(self) -> None:
+        self._initialized = True
         self._lock = threading.Lock()
         self._ids: dict[str, str] = {}
         self._context: dict[str, bytearray] = {}
@@ -27,8 +29,7 @@ class MemoryWorkspace(BaseWorkspace):
         self._states: dict[str, bytes] = {}
 
     async def initialize(self) -> None:
-        """Nothing to create; marks the workspace ready."""
-        self._initialized = True
+        """Nothing to create."""
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         with self._lock:

@@ -1,26 +1,23 @@
-"""ExtractiveSummarizer: a deterministic, model-free summarizer for replays and tests.
+"""Summarizers without a model: extraction (deterministic) and the empty summary.
 
-It answers the engine's forced ``write_summary`` call by extracting, with regular
-expressions, what a summary must keep from the transcript the engine sends: the first
-user request, the last commands, error lines, file paths, function names, identifiers and
-numbers, and the last thing the assistant said. No model, no randomness: the same
-transcript always gives the same summary, and every field has a size cap, so the summary
-is bounded as a model's would be. Hundreds of runs replay in seconds with it.
+:class:`ExtractiveSummarizer` reads the messages to fold directly (no prompt round trip)
+and keeps, with regular expressions, what a summary must: the first user request, the last
+commands, error lines, file paths, function names, identifiers and numbers, and the last
+thing the assistant said. No model, no randomness; hundreds of runs replay in seconds.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
-from ..model import ChatModelBase, ChatResponse
-from ..token import TokenCounter
+from ..message import HintBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ._summarizer import SummaryRequest, SummaryResult
 
-__all__ = ["ExtractiveSummarizer", "extractive_summary", "summarize_items"]
+__all__ = ["EmptySummarizer", "ExtractiveSummarizer", "extractive_summary", "summarize_items"]
 
 SUMMARY_FIELDS = (
     "task_overview",
@@ -42,21 +39,11 @@ _FIELD_CHARS = {
 _CAPS = {"errors": 12, "paths": 40, "functions": 30, "identifiers": 40, "numbers": 30}
 _LAST_ACTIONS = 6
 
-# `transcript_entry` writes "[<role> <name>]" on a line of its own before each message.
-_HEADER = re.compile(r"^\[(user|assistant|system) ([^\]\n]*)\]$", re.MULTILINE)
-_PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
-_CONVERSATION = re.compile(r"<conversation>\n(.*)\n</conversation>", re.DOTALL)
 # Case-insensitive: other frameworks' templates title-case the headings ("# Task Overview").
 _SECTION = re.compile(
-    r"^# Task overview\n(.*?)(?=\n# |\Z|</system-info>)",
+    r"^# Task overview\n(.*?)(?=\n# |\Z|</system-info>|</system-reminder>)",
     re.DOTALL | re.MULTILINE | re.IGNORECASE,
 )
-_CALL = re.compile(r"^\(tool call ([^:\n]*): ([^)\n]*)\) (.*)$", re.MULTILINE)
-_RESULT = re.compile(
-    r"^\(tool result ([^:\n]*): ([^)\n]*?)( ERROR)?\)(?: \[[^\]]*\])? ", re.MULTILINE
-)
-_MARKED = re.compile(r"^\((?:tool call|tool result|thinking|runtime hint)\b", re.MULTILINE)
-
 _PATH = re.compile(r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z]\w{0,7}\b")
 _FUNC = re.compile(r"\b(?:def|class|func|fn|function)\s+([A-Za-z_]\w*)|\b([A-Za-z_][\w.]*)\(")
 # Lines that report an error (a traceback's last line, test failures, compiler errors),
@@ -76,6 +63,7 @@ _IDENT = re.compile(
 )
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _PROMPTS = ("<system-hint>", "<system-reminder>")
+_SUMMARY_TAGS = ("<system-info>", "<system-reminder>")
 _KEYWORDS = frozenset({"def", "class", "print", "if", "for", "while", "return", "and", "or", "not"})
 
 
@@ -98,40 +86,30 @@ class _Entry:
         return "\n".join([self.prose, *self.other, *calls, *(r[2] for r in self.results)])
 
 
-def _entries(conversation: str) -> list[_Entry]:
-    heads = list(_HEADER.finditer(conversation))
-    out: list[_Entry] = []
-    for i, head in enumerate(heads):
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(conversation)
-        body = conversation[head.end() + 1 : end].rstrip("\n")
-        marks = list(_MARKED.finditer(body))
-        prose = body if not marks else body[: marks[0].start()]
-        entry = _Entry(head.group(1), head.group(2), prose.strip())
-        for j, mark in enumerate(marks):
-            segment = body[mark.start() : marks[j + 1].start() if j + 1 < len(marks) else None]
-            call = _CALL.match(segment)
-            result = _RESULT.match(segment)
-            if call is not None:
-                entry.calls.append((call.group(2), _command(call.group(3).rstrip())))
-            elif result is not None:
-                output = segment[result.end() :].rstrip()
-                entry.results.append((result.group(2), bool(result.group(3)), output))
-            else:
-                entry.other.append(segment.split(") ", 1)[-1].rstrip())
-        out.append(entry)
-    return out
+def _entry(msg: Msg) -> _Entry:
+    prose: list[str] = []
+    entry = _Entry(msg.role, msg.name, "")
+    for block in msg.blocks():
+        if isinstance(block, TextBlock):
+            prose.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            entry.calls.append((block.name, _command(block.input)))
+        elif isinstance(block, ToolResultBlock):
+            entry.results.append((block.name, block.is_error, block.text()))
+        elif isinstance(block, ThinkingBlock):
+            entry.other.append(block.thinking)
+        elif isinstance(block, HintBlock):
+            entry.other.append(block.hint)
+    entry.prose = "\n".join(prose).strip()
+    return entry
 
 
-def _command(arguments: str) -> str:
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return arguments
-    if isinstance(value, dict):
-        for key in ("command", "cmd", "script", "code"):
-            if isinstance(value.get(key), str):
-                return str(value[key])
-    return arguments
+def _command(arguments: Mapping[str, Any]) -> str:
+    """The command a call ran (its ``command``-like argument), else its JSON arguments."""
+    for key in ("command", "cmd", "script", "code"):
+        if isinstance(arguments.get(key), str):
+            return str(arguments[key])
+    return json.dumps(arguments, ensure_ascii=False)
 
 
 def _recent(values: Iterable[str], cap: int) -> list[str]:
@@ -168,15 +146,11 @@ def _tidy(text: str) -> str:
     return _BLANKS.sub("\n\n", _COMMENT.sub("", text)).strip()
 
 
-def extractive_summary(transcript: str, *, previous: str | None = None) -> dict[str, str]:
-    """The five summary fields of a transcript written by the engine's summary writer.
-
-    ``previous`` is the previous summary's text: its task overview is kept, and its facts
-    compete with the new ones for the capped lists (most recent wins).
-    """
-    entries = _entries(transcript)
-    task = ""
-    if previous:
+def _fields(
+    entries: Sequence[_Entry], *, previous: str | None, previous_task: str | None
+) -> dict[str, str]:
+    task = previous_task or ""
+    if not task and previous:
         section = _SECTION.search(previous)
         task = section.group(1).strip() if section else ""
     if not task:
@@ -232,6 +206,21 @@ def extractive_summary(transcript: str, *, previous: str | None = None) -> dict[
     return {k: _clip(v, _FIELD_CHARS[k]) for k, v in fields.items()}
 
 
+def extractive_summary(
+    msgs: Sequence[Msg],
+    *,
+    previous: str | None = None,
+    previous_task: str | None = None,
+) -> dict[str, str]:
+    """The five summary fields of ``msgs``, by extraction.
+
+    ``previous`` is the previous summary's text: its facts compete with the new ones for
+    the capped lists (most recent wins); its task overview (``previous_task``, or the
+    ``# Task overview`` section of its text) is kept.
+    """
+    return _fields([_entry(m) for m in msgs], previous=previous, previous_task=previous_task)
+
+
 def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
     """The five fields for neutral ``(role, text)`` pairs, oldest first.
 
@@ -239,93 +228,76 @@ def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
     frameworks with one summarizer). Roles are ``user``, ``assistant``, ``system`` and
     ``tool`` (a tool's output, read as a tool result, so its error lines are reported).
     System items and runtime prompts (``<system-hint>``, ``<system-reminder>``) are
-    skipped; the first item holding a rendered summary (``<system-info>`` with a
-    ``# Task overview`` heading, any case) is the previous summary.
+    skipped; the first item holding a rendered summary (a ``# Task overview`` heading, any
+    case, inside ``<system-info>`` or ``<system-reminder>``) is the previous summary.
     """
     previous: str | None = None
-    entries: list[str] = []
+    entries: list[_Entry] = []
     for role, text in items:
-        if role == "system" or not text or text.lstrip().startswith(_PROMPTS):
-            continue
         if (
             previous is None
             and not entries
-            and "<system-info>" in text
+            and any(tag in text for tag in _SUMMARY_TAGS)
             and _SECTION.search(text) is not None
         ):
             previous = text
             continue
+        if role == "system" or not text or text.lstrip().startswith(_PROMPTS):
+            continue
         if role == "tool":
-            entries.append(f"[user tool]\n(tool result tool: tool) {text}")
+            entries.append(_Entry("user", "tool", "", results=[("tool", False, text)]))
         else:
-            entries.append(f"[{role} {role}]\n{text}")
-    return extractive_summary("\n\n".join(entries), previous=previous)
+            entries.append(_Entry(role, role, text.strip()))
+    return _fields(entries, previous=previous, previous_task=None)
 
 
-def _request_text(messages: Sequence[Msg]) -> str:
-    return "\n".join(
-        b.text for m in messages if m.role == "user" for b in m.blocks() if isinstance(b, TextBlock)
-    )
+class ExtractiveSummarizer:
+    """A deterministic :class:`~contextfold.context.Summarizer` that needs no model.
 
-
-class ExtractiveSummarizer(ChatModelBase):
-    """A :class:`ChatModelBase` that answers forced summary calls by extraction.
-
-    Give it to :class:`~contextfold.context.ContextEngine` as ``summarizer``. Any forced
-    tool call is answered with :func:`extractive_summary` of the transcript in the
-    request; properties of a custom schema that are not one of the five fields receive the
-    whole rendered summary. A call without a forced tool gets the summary as text.
-    ``context_size`` bounds the transcript the engine sends (older messages beyond it are
-    left out by the engine, as with a real model).
+    It extracts what a summary must keep from the messages themselves: the first user
+    request (or the previous summary's task), the last commands, error lines from tool
+    output, file paths, function names, identifiers and numbers, and the last thing the
+    assistant said. Every field has a size cap, so the summary is bounded as a model's
+    would be. Properties of a custom schema that are not one of the five fields receive
+    the whole rendered summary.
     """
 
-    def __init__(
-        self,
-        *,
-        context_size: int = 128_000,
-        token_counter: TokenCounter | None = None,
-        model_name: str = "extractive",
-    ) -> None:
-        super().__init__(
-            model_name, context_size=context_size, max_retries=0, token_counter=token_counter
-        )
+    def __init__(self) -> None:
         self.calls = 0
         """Summaries written so far."""
 
-    @property
-    def token_counter(self) -> TokenCounter:
-        """The counter given, else exact ``o200k_base``."""
-        if self._token_counter is None:
-            from ..token import OpenAITokenCounter
+    def __repr__(self) -> str:
+        return "ExtractiveSummarizer()"
 
-            self._token_counter = OpenAITokenCounter("o200k_base")
-        return self._token_counter
-
-    async def _generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[ToolSpec],
-        tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """The fields of ``request.messages``, folding in ``request.previous``."""
         self.calls += 1
-        text = _request_text(messages)
-        previous = _PREVIOUS.search(text)
-        conversation = _CONVERSATION.search(text)
+        previous_fields = request.previous_fields or {}
+        task = previous_fields.get("task_overview")
         fields = extractive_summary(
-            conversation.group(1) if conversation else text,
-            previous=previous.group(1) if previous else None,
+            request.messages,
+            previous=request.previous.text if request.previous is not None else None,
+            previous_task=task if isinstance(task, str) else None,
         )
         rendered = "\n\n".join(f"{k}: {v}" for k, v in fields.items())
-        usage = Usage(output_tokens=self.token_counter.count_text(rendered))
-        forced = next((t for t in tools if t.name == tool_choice), None)
-        if forced is None:
-            return ChatResponse(
-                content=[TextBlock(text=rendered)], usage=usage, stop_reason="end_turn"
-            )
-        answer = _fit_schema(forced.parameters, fields, rendered)
-        call = ToolCallBlock(id=f"extractive-{self.calls}", name=forced.name, input=answer)
-        return ChatResponse(content=[call], usage=usage, stop_reason="tool_use")
+        return SummaryResult(fields=_fit_schema(request.schema, fields, rendered))
+
+
+class EmptySummarizer:
+    """A :class:`~contextfold.context.Summarizer` whose fields are all empty.
+
+    What remains in the summary is what the engine adds itself (the offload reference and
+    the artifact ledger), so a replay with it measures those alone.
+    """
+
+    def __repr__(self) -> str:
+        return "EmptySummarizer()"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Every property of the schema, empty."""
+        properties = request.schema.get("properties")
+        names = properties if isinstance(properties, dict) and properties else SUMMARY_FIELDS
+        return SummaryResult(fields=dict.fromkeys(names, ""))
 
 
 def _fit_schema(schema: dict[str, Any], fields: dict[str, str], rendered: str) -> dict[str, Any]:

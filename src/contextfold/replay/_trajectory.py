@@ -19,9 +19,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import MessageFormatError
-from ._blocks import ContentBlock, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
-from ._msg import Msg, Usage, msgs_from_jsonl
-from ._openai import from_openai_messages
+from ..message import (
+    ContentBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+    from_openai_messages,
+    msgs_from_jsonl,
+)
 
 __all__ = [
     "Trajectory",

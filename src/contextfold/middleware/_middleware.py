@@ -8,25 +8,26 @@ wrapper is ``async def hook(ctx, call_next)``; it may read or change ``ctx``, ca
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..context import CompressionEvent, ContextConfig, ContextEvent, ModelInput
+from ..context import CompressionEvent, CompressionTrigger, ContextConfig, ContextEvent, ModelInput
 from ..message import HintBlock, Msg, ToolCallBlock, ToolChoice, ToolResultBlock, ToolSpec
 from ..model import ChatResponse
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from ..agent import Agent
 
 __all__ = [
     "CallNext",
     "CompressionContext",
-    "CompressionTrigger",
     "Middleware",
+    "MiddlewareStack",
     "ModelCallContext",
     "ReplyContext",
     "ToolCallContext",
+    "WrapperHook",
     "compression_middleware",
     "model_call_middleware",
     "reply_middleware",
@@ -38,8 +39,6 @@ _C = TypeVar("_C")
 _R = TypeVar("_R")
 
 CallNext = Callable[[_C], Awaitable[_R]]
-
-CompressionTrigger = Literal["auto", "manual", "tool", "overflow"]
 """The next layer of the onion: ``await call_next(ctx)``."""
 
 
@@ -78,10 +77,11 @@ class ToolCallContext:
 
 @dataclass
 class CompressionContext:
-    """One explicit compression: manual (``compress_context``), by tool, or on overflow.
+    """One compression: automatic (before a step), manual (``compress_context``), by the
+    ``CompressContext`` tool, or after the provider reported the window exceeded.
 
-    Automatic compression inside a reasoning step is reported through
-    :meth:`Middleware.on_context_event` instead.
+    ``trigger`` tells which. A middleware may change ``config``, ``instructions``,
+    ``force`` or ``threshold_ratio``, or skip the compression by not calling ``call_next``.
     """
 
     agent: Agent
@@ -127,14 +127,57 @@ class Middleware:
         ctx: CompressionContext,
         call_next: Callable[[CompressionContext], Awaitable[CompressionEvent | None]],
     ) -> CompressionEvent | None:
-        """Wrap an explicit compression."""
+        """Wrap a compression (every trigger, automatic ones included)."""
         return await call_next(ctx)
 
     async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
         """Observe every change the context engine makes."""
 
 
-def overrides(middleware: object, hook: str) -> bool:
+WrapperHook = Literal["on_reply", "on_model_call", "on_tool_call", "on_compression"]
+"""The hooks that wrap a stage of the loop."""
+
+
+class MiddlewareStack:
+    """A list of middleware, outermost first, run the way the agent runs them.
+
+    Hooks a middleware does not override cost nothing: each stage's onion holds only the
+    layers that implement it.
+    """
+
+    def __init__(self, middleware: Sequence[Middleware]) -> None:
+        self.middleware = list(middleware)
+        self._layers: dict[str, list[Any]] = {}
+
+    def __iter__(self) -> Iterator[Middleware]:
+        return iter(self.middleware)
+
+    def __len__(self) -> int:
+        return len(self.middleware)
+
+    async def wrap(self, hook: WrapperHook, ctx: _C, core: Callable[[_C], Awaitable[_R]]) -> _R:
+        """Run ``core(ctx)`` inside every middleware's ``hook``, the first outermost."""
+        layers = self._layers.get(hook)
+        if layers is None:
+            layers = [getattr(mw, hook) for mw in self.middleware if _overrides(mw, hook)]
+            self._layers[hook] = layers
+        return await _run_onion(layers, ctx, core)
+
+    async def system_prompt(self, prompt: str, agent: Agent) -> str:
+        """``prompt`` through every ``on_system_prompt``, in list order."""
+        for mw in self.middleware:
+            if _overrides(mw, "on_system_prompt"):
+                prompt = await _maybe_await(mw.on_system_prompt(prompt, agent))
+        return prompt
+
+    async def context_event(self, event: ContextEvent, agent: Agent) -> None:
+        """Tell every middleware about ``event``, in list order."""
+        for mw in self.middleware:
+            if _overrides(mw, "on_context_event"):
+                await _maybe_await(mw.on_context_event(event, agent))
+
+
+def _overrides(middleware: object, hook: str) -> bool:
     """Whether ``middleware`` implements ``hook`` (other than the pass-through default)."""
     method = getattr(type(middleware), hook, None)
     if method is None:
@@ -142,7 +185,7 @@ def overrides(middleware: object, hook: str) -> bool:
     return method is not getattr(Middleware, hook, None)
 
 
-async def run_onion(
+async def _run_onion(
     layers: Sequence[Callable[[_C, CallNext[_C, _R]], Awaitable[_R]]],
     ctx: _C,
     core: Callable[[_C], Awaitable[_R]],
@@ -157,7 +200,7 @@ async def run_onion(
     return await call(0, ctx)
 
 
-async def maybe_await(value: Any) -> Any:
+async def _maybe_await(value: Any) -> Any:
     """``await value`` if it is awaitable, else ``value``."""
     return await value if inspect.isawaitable(value) else value
 
@@ -167,7 +210,7 @@ class _SystemPromptFunction(Middleware):
         self._func = func
 
     async def on_system_prompt(self, prompt: str, agent: Agent) -> str:
-        result: str = await maybe_await(self._func(prompt, agent))
+        result: str = await _maybe_await(self._func(prompt, agent))
         return result
 
 
@@ -226,5 +269,5 @@ def compression_middleware(
         Awaitable[CompressionEvent | None],
     ],
 ) -> Middleware:
-    """A middleware from ``async def func(ctx, call_next)`` around each explicit compression."""
+    """A middleware from ``async def func(ctx, call_next)`` around each compression."""
     return _COMPRESSION(func)  # type: ignore[call-arg]

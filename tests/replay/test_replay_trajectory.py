@@ -14,12 +14,9 @@ from contextfold.message import (
     ToolResultBlock,
     check_anthropic_valid,
     check_openai_valid,
-    load_any,
-    load_msg_jsonl,
-    load_openai_runs,
-    load_trajectory,
     msgs_to_jsonl,
 )
+from contextfold.replay import load_any, load_msg_jsonl, load_openai_runs, load_trajectory
 
 DATA = Path(__file__).parents[2] / "data" / "trajectories"
 SWE = DATA / "swebench-verified-gemini3pro"

@@ -1,0 +1,77 @@
+"""Named contracts between packages: metadata markers and the runtime-note tag.
+
+The engine marks the messages and blocks it creates (the summary, the usage note, results
+of the read-back tools) in their ``metadata``; counters, adapters, the demo and replay
+recognise them. These names are the one place those strings are written.
+
+Everything the runtime adds to what the model reads (usage notes, summaries, fallback
+notes, hints, the compression instruction) is wrapped in one tag, ``<system-reminder>``,
+the tag of the truncation marker in compress-context.zh, section 截断工具结果
+(Truncating tool results).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from ._blocks import ToolResultBlock
+from ._msg import Msg
+
+__all__ = [
+    "MARKER_KEY",
+    "READBACK_KEY",
+    "RUNTIME_TAG",
+    "Marker",
+    "is_readback",
+    "is_runtime_note",
+    "marker_of",
+    "runtime_note",
+]
+
+MARKER_KEY = "contextfold"
+"""``Msg.metadata`` key whose value is a :class:`Marker`: what the engine made the message."""
+
+READBACK_KEY = "contextfold_readback"
+"""``ToolResultBlock.metadata`` key: true on results of the agent's read-back tools.
+
+Such a result already shows workspace content, so when it is over the limit it is cut
+without being offloaded again."""
+
+RUNTIME_TAG = "system-reminder"
+"""The tag around every runtime note the model reads."""
+
+_OPEN, _CLOSE = f"<{RUNTIME_TAG}>", f"</{RUNTIME_TAG}>"
+
+
+class Marker(StrEnum):
+    """What a message marked with :data:`MARKER_KEY` is."""
+
+    SUMMARY = "summary"
+    """The summary layer: compressed history."""
+    USAGE_HINT = "usage_hint"
+    """The context-usage note: sent as the request's last message, never stored."""
+
+
+def marker_of(msg: Msg) -> Marker | None:
+    """The marker the engine put on ``msg``, if any."""
+    value = msg.metadata.get(MARKER_KEY)
+    try:
+        return Marker(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def is_readback(block: ToolResultBlock) -> bool:
+    """Whether ``block`` is a result of a read-back tool (see :data:`READBACK_KEY`)."""
+    return block.metadata.get(READBACK_KEY) is True
+
+
+def runtime_note(text: str) -> str:
+    """``text`` wrapped in the runtime tag, once."""
+    return text if is_runtime_note(text) else f"{_OPEN}{text}{_CLOSE}"
+
+
+def is_runtime_note(text: str) -> bool:
+    """Whether ``text`` is already one runtime note (starts and ends with the tag)."""
+    stripped = text.strip()
+    return stripped.startswith(_OPEN) and stripped.endswith(_CLOSE)
