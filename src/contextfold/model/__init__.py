@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from .._embedded import embedded_model_path
 from ._base import ChatModelBase
 from ._registry import model_from_string
 from ._response import (
@@ -13,7 +14,6 @@ from ._response import (
     ToolCallDelta,
 )
 from ._scripted import ScriptedModel, ScriptedReply, ScriptedRequest, text_reply, tool_reply
-from ._weights import embedded_model_path
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
+from .._embedded import close_at_exit, embedded_model_path
 from .._exceptions import (
     ContextWindowExceededError,
     MissingDependencyError,
@@ -20,10 +21,9 @@ from .._exceptions import (
 )
 from .._logging import logger
 from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
-from ..token._llama import LlamaTokenCounter, close_at_exit, forced_tool, tools_shown
+from ..token._llama import LlamaTokenCounter, forced_tool, tools_shown
 from ._base import ChatModelBase, no_valid_output, retry_note, schema_problem
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
-from ._weights import embedded_model_path
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

@@ -28,16 +28,15 @@ Two framings are counted, both exactly:
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import json
 import threading
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._embedded import close_at_exit, embedded_model_path
 from .._exceptions import MissingDependencyError
 from ..message import (
     DataBlock,
@@ -151,22 +150,6 @@ def _vocab(path: Path) -> Llama:
     return llama
 
 
-def close_at_exit(llama: Any) -> None:
-    """Free a llama.cpp model at interpreter exit, while llama_cpp's globals still exist.
-
-    Left to ``Llama.__del__``, the free runs during module teardown and prints an ignored
-    ``TypeError``. The weak reference keeps the model collectable before exit.
-    """
-    ref = weakref.ref(llama)
-
-    def close() -> None:
-        alive = ref()
-        if alive is not None:
-            alive.close()
-
-    atexit.register(close)
-
-
 @functools.cache
 def _server_template() -> Any:
     import jinja2
@@ -267,8 +250,6 @@ class LlamaTokenCounter:
 
     def __init__(self, model_path: str | Path | None = None, *, framing: Framing = "local") -> None:
         if model_path is None:
-            from ..model._weights import embedded_model_path
-
             model_path = embedded_model_path()
         self.model_path = Path(model_path)
         if framing not in ("local", "server"):
