@@ -8,8 +8,7 @@ from typing import Any
 
 from .._exceptions import MissingDependencyError
 from ..message import Msg
-from ..model import ChatModelBase, model_from_string
-from ..model._local import KVCacheStats, LocalChatModel
+from ..model import ChatModelBase, KVCacheStats, LocalChatModel, model_from_string
 
 __all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meter", "is_local"]
 

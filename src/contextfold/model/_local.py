@@ -20,8 +20,19 @@ from .._exceptions import (
     ModelError,
 )
 from .._logging import logger
-from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
-from ..token._llama import LlamaTokenCounter, forced_tool, tools_shown
+from ..message import (
+    ContentBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+    chatml_prompt,
+    forced_tool,
+    tools_shown,
+)
+from ..token import LlamaTokenCounter
 from ._base import ChatModelBase, no_valid_output, retry_note, schema_problem
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
 
@@ -321,7 +332,7 @@ class LocalChatModel(ChatModelBase):
             raise ValueError(f"tool_choice {tool_choice!r} names no offered tool: {sorted(names)}")
         if tool_choice == "required" and not tools:
             raise ValueError("tool_choice='required' needs at least one tool")
-        prompt = self._counter.render_prompt(messages, tools, tool_choice)
+        prompt = chatml_prompt(messages, tools, tool_choice)
         on_text = None if emit is None else (lambda t: emit(TextDelta(text=t)))
         with self._lock:
             if not tools_shown(tools, tool_choice):
@@ -459,7 +470,7 @@ class LocalChatModel(ChatModelBase):
         history = [*messages, Msg("system", instruction, "system")]
         problem = "no attempt made"
         for attempt in range(1, max_attempts + 1):
-            prompt = self._counter.render_prompt(history)
+            prompt = chatml_prompt(history)
             done = await asyncio.to_thread(self._locked_json, prompt, schema)
             try:
                 candidate = json.loads(done.text)
