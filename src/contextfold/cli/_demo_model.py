@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import MissingDependencyError
+from .._model_string import split_model_string
 from ..message import Msg
 from ..model import ChatModelBase, KVCacheStats, LocalChatModel, model_from_string
 
@@ -72,7 +73,7 @@ class NarratedLocalModel(LocalChatModel):
 
 def is_local(spec: str) -> bool:
     """Whether ``spec`` names the embedded model (``local`` or ``local:<path.gguf>``)."""
-    return spec.strip().lower().split(":", 1)[0] == "local"
+    return split_model_string(spec)[0] == "local"
 
 
 def _check_local_extra() -> None:
@@ -103,7 +104,7 @@ def build_models(
                 "OpenAI-compatible server use --model openai:<model> --base-url URL"
             )
         _check_local_extra()
-        path = spec.split(":", 1)[1].strip() if ":" in spec else ""
+        path = split_model_string(spec)[1]
         local = LocalChatModel(path or None, context_size=context_size, max_tokens=256)
         summarizer = NarratedLocalModel(
             path or None, context_size=summary_window, max_tokens=400, temperature=0.0
