@@ -9,7 +9,13 @@ from typing import Any
 from .._exceptions import MissingDependencyError
 from .._model_string import split_model_string
 from ..message import Msg
-from ..model import ChatModelBase, KVCacheStats, LocalChatModel, model_from_string
+from ..model import (
+    ChatModelBase,
+    KVCacheStats,
+    LocalChatModel,
+    StructuredOutput,
+    model_from_string,
+)
 
 __all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meter", "is_local"]
 
@@ -63,12 +69,12 @@ class NarratedLocalModel(LocalChatModel):
         super().__init__(*args, **kwargs)
         self.on_summary: Callable[[], None] | None = None
 
-    async def structured(
+    async def structured_output(
         self, messages: Sequence[Msg], schema: dict[str, Any], **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> StructuredOutput:
         if self.on_summary is not None:
             self.on_summary()
-        return await super().structured(messages, schema, **kwargs)
+        return await super().structured_output(messages, schema, **kwargs)
 
 
 def is_local(spec: str) -> bool:
