@@ -20,7 +20,7 @@ def main() -> int:
     out: dict[str, Any] = {}
     from llama_cpp import Llama
 
-    from contextfold.model._weights import embedded_model_path
+    from contextfold.model import embedded_model_path
 
     path = str(embedded_model_path())
     vocab = Llama(model_path=path, vocab_only=True, verbose=False)

@@ -11,25 +11,25 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "contextfold"
 
-# Rank of each top-level part of the package: a module may import its own part, any lower
-# rank, and the root-level private modules (rank 0).
+# Rank of each top-level part of the package: a module may import its own part and any
+# lower rank (the root-level private modules are the lowest).
 LAYERS = {
     "_exceptions": 0,
     "_logging": 0,
-    "_embedded": 0,
-    "_model_string": 0,
-    "message": 1,
-    "token": 2,
-    "workspace": 2,
-    "model": 3,
-    "tool": 3,
-    "context": 4,
-    "middleware": 5,
-    "agent": 6,
-    "replay": 6,
-    "testing": 7,
-    "cli": 7,
-    "__init__": 8,
+    "_embedded": 1,
+    "_model_string": 1,
+    "message": 2,
+    "token": 3,
+    "workspace": 3,
+    "model": 4,
+    "tool": 4,
+    "context": 5,
+    "middleware": 6,
+    "agent": 7,
+    "replay": 7,
+    "testing": 8,
+    "cli": 8,
+    "__init__": 9,
 }
 
 

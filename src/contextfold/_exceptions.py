@@ -112,7 +112,14 @@ class EmptyResponseError(ModelError):
 
 
 class StructuredOutputError(ModelError):
-    """The model did not produce output valid against the schema after all retries."""
+    """The model did not produce output valid against the schema after all retries.
+
+    ``attempts`` is how many answers were asked for, when known.
+    """
+
+    def __init__(self, message: str, *, attempts: int | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
 
 
 class CompressionError(ContextfoldError):

@@ -12,9 +12,17 @@ from collections.abc import Callable
 
 import pytest
 
-from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolResultBlock, ToolSpec
+from contextfold.message import (
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolSpec,
+    chatml_call_arguments,
+)
 from contextfold.model import ChatResponse, OpenAIChatModel
-from contextfold.token._llama import LlamaTokenCounter, call_arguments
+from contextfold.token._llama import LlamaTokenCounter
 from llama_server_process import LLAMA_CONTEXT
 from sample_tools import SEARCH, WEATHER
 
@@ -131,7 +139,7 @@ def handler_prompts(
     for call in calls:
         prompt += f"functions.{call.name}:\n"
         total += len(counter.tokenize(prompt, add_bos=True))
-        prompt += call_arguments(call) + "\n"
+        prompt += chatml_call_arguments(call) + "\n"
     return total
 
 

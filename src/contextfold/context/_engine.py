@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import overload
 
-from .._exceptions import CompressionError
+from .._exceptions import CompressionError, StructuredOutputError
 from .._logging import logger
 from ..message import (
     MARKER_KEY,
@@ -557,9 +557,11 @@ def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_ena
 
 
 def _attempts(error: BaseException | None, config: ContextConfig) -> int:
-    """Attempts a failed summarizer made: its error's count when it has one."""
-    attempts = getattr(error, "attempts", None)
-    return attempts if isinstance(attempts, int) and attempts > 0 else config.summary_attempts
+    """Attempts a failed summarizer made: the count a structured-output error carries;
+    any other error ends the last of ``summary_attempts``."""
+    if isinstance(error, StructuredOutputError) and error.attempts:
+        return error.attempts
+    return config.summary_attempts
 
 
 class _Joined(Sequence[Msg]):

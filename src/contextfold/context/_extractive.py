@@ -38,6 +38,7 @@ _FIELD_CHARS = {
 # Most recent distinct items kept per kind of fact.
 _CAPS = {"errors": 12, "paths": 40, "functions": 30, "identifiers": 40, "numbers": 30}
 _LAST_ACTIONS = 6
+_TRIMMED = " [...trimmed]"
 
 # Case-insensitive: other frameworks' templates title-case the headings ("# Task Overview").
 _SECTION = re.compile(
@@ -123,7 +124,7 @@ def _recent(values: Iterable[str], cap: int) -> list[str]:
 
 def _clip(text: str, chars: int) -> str:
     text = text.strip()
-    return text if len(text) <= chars else text[: chars - 12].rstrip() + " [...trimmed]"
+    return text if len(text) <= chars else text[: chars - len(_TRIMMED)].rstrip() + _TRIMMED
 
 
 def _one_line(text: str, chars: int = 200) -> str:

@@ -159,14 +159,22 @@ class ModelSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """The fields, by one structured-output call with retries."""
         prompt = self.prompt(request)
-        fields = await self.model.structured(
+        output = await self.model.structured_output(
             prompt.messages,
             request.schema,
             name=SUMMARY_TOOL,
             description="Write the structured summary of the conversation.",
             max_attempts=request.max_attempts,
+            # Any failure of an attempt (an empty answer, a provider error that survived
+            # the model's own retries) uses one up; the summary falls back after the last.
+            retry_on=(Exception,),
         )
-        return SummaryResult(fields=fields, uncovered=prompt.uncovered, cut=prompt.cut)
+        return SummaryResult(
+            fields=output.value,
+            attempts=output.attempts,
+            uncovered=prompt.uncovered,
+            cut=prompt.cut,
+        )
 
     def prompt(self, request: SummaryRequest) -> _Prompt:
         """The summarizer's messages: a system turn, then transcript and instructions."""

@@ -1,4 +1,5 @@
-"""Messages as data: typed blocks, one JSON form, converters to provider formats."""
+"""Messages as data: typed blocks, one JSON form, converters to provider formats
+(OpenAI, Anthropic, and the ChatML prompt of llama.cpp's ``chatml-function-calling``)."""
 
 from ._anthropic import (
     from_anthropic_message,
@@ -19,6 +20,16 @@ from ._blocks import (
     ToolResultBlock,
     ToolResultContent,
     URLSource,
+)
+from ._chatml import (
+    CHATML_FUNCTION_CALLING_TEMPLATE,
+    chatml_call_arguments,
+    chatml_message,
+    chatml_prompt,
+    chatml_server_prompt,
+    chatml_tools,
+    forced_tool,
+    tools_shown,
 )
 from ._markers import (
     MARKER_KEY,
@@ -51,6 +62,7 @@ from ._validity import (
 )
 
 __all__ = [
+    "CHATML_FUNCTION_CALLING_TEMPLATE",
     "MARKER_KEY",
     "READBACK_KEY",
     "RUNTIME_TAG",
@@ -74,11 +86,17 @@ __all__ = [
     "Usage",
     "ValidityProblem",
     "assert_provider_valid",
+    "chatml_call_arguments",
+    "chatml_message",
+    "chatml_prompt",
+    "chatml_server_prompt",
+    "chatml_tools",
     "check_anthropic_request",
     "check_anthropic_valid",
     "check_openai_request",
     "check_openai_valid",
     "check_provider_valid",
+    "forced_tool",
     "from_anthropic_message",
     "from_anthropic_messages",
     "from_openai_message",
@@ -95,4 +113,5 @@ __all__ = [
     "to_openai_messages",
     "to_openai_tool_choice",
     "to_openai_tools",
+    "tools_shown",
 ]

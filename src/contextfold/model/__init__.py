@@ -2,18 +2,19 @@
 
 from typing import TYPE_CHECKING, Any
 
+from .._embedded import embedded_model_path
 from ._base import ChatModelBase
 from ._registry import model_from_string
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
     ResponseCompleted,
+    StructuredOutput,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
 )
 from ._scripted import ScriptedModel, ScriptedReply, ScriptedRequest, text_reply, tool_reply
-from ._weights import embedded_model_path
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
@@ -49,6 +50,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedReply",
     "ScriptedRequest",
+    "StructuredOutput",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any, ClassVar
 
-from .._exceptions import AuthenticationError, MissingDependencyError
 from ..message import (
     ContentBlock,
     Msg,
@@ -22,7 +21,6 @@ from ..message import (
     to_anthropic_tool_choice,
     to_anthropic_tools,
 )
-from ._base import ChatModelBase
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
@@ -31,15 +29,10 @@ from ._response import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from ._sdk import SDKBoundary, check_tool_choice
+from ._sdk import SDKChatModel, check_tool_choice, sdk_import
 
-try:
+with sdk_import("anthropic"):
     import anthropic
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError("anthropic", extra="anthropic") from exc
-
-if TYPE_CHECKING:
-    from ..token import TokenCounter
 
 __all__ = ["AnthropicChatModel"]
 
@@ -56,7 +49,7 @@ def default_max_tokens(model_name: str) -> int:
     return 8192
 
 
-class AnthropicChatModel(ChatModelBase):
+class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Anthropic Messages API.
 
     Thinking blocks keep their signatures, so multi-turn tool use with extended thinking
@@ -68,54 +61,16 @@ class AnthropicChatModel(ChatModelBase):
     uncached input plus cache reads and cache writes.
     """
 
-    def __init__(
-        self,
-        model_name: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        context_size: int | None = None,
-        client: anthropic.AsyncAnthropic | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        timeout: float | None = 600.0,
-        http_client: Any = None,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        token_counter: TokenCounter | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            model_name,
-            context_size=context_size or CLAUDE_CONTEXT_SIZE,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            token_counter=token_counter,
-        )
-        if client is None:
-            api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not api_key:
-                raise AuthenticationError(
-                    "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY"
-                )
-            # The base class retries; SDK retries would multiply the attempts.
-            client = anthropic.AsyncAnthropic(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
-                http_client=http_client,
-            )
-        self._client = client
-        self._sdk = SDKBoundary(
-            anthropic, where=f"Anthropic model {model_name!r}", secret=client.api_key
-        )
-        self.max_tokens = max_tokens or default_max_tokens(model_name)
-        self.temperature = temperature
-        self.extra_params = kwargs
+    _sdk_module: ClassVar[ModuleType] = anthropic
+    _client_class = anthropic.AsyncAnthropic
+    _provider = "Anthropic"
+    _key_variable = "ANTHROPIC_API_KEY"
 
-    def __repr__(self) -> str:
-        return f"AnthropicChatModel({self.model_name!r})"
+    def _default_context_size(self, model_name: str) -> int:
+        return CLAUDE_CONTEXT_SIZE
+
+    def _default_max_tokens(self, model_name: str) -> int:
+        return default_max_tokens(model_name)
 
     def _params(
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None

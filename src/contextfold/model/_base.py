@@ -7,7 +7,8 @@ import json
 import random
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 
@@ -20,14 +21,24 @@ from .._exceptions import (
 )
 from .._logging import logger
 from ..message import Msg, TextBlock, ToolChoice, ToolSpec
-from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta
+from ..token import UsageCalibration
+from ._response import (
+    ChatResponse,
+    ModelStreamEvent,
+    ResponseCompleted,
+    StructuredOutput,
+    TextDelta,
+)
 
 if TYPE_CHECKING:
     from ..token import TokenCounter
 
-__all__ = ["ChatModelBase"]
+__all__ = ["DEFAULT_STRUCTURED_DESCRIPTION", "ChatModelBase", "StructuredAnswer"]
 
 _RETRYABLE = (RateLimitError, ServerError, ModelConnectionError)
+
+DEFAULT_STRUCTURED_DESCRIPTION = "Return the result as the arguments of this tool."
+"""What the structured-output tool says when the caller gives no description."""
 
 
 class ChatModelBase(ABC):
@@ -42,6 +53,11 @@ class ChatModelBase(ABC):
     model_name: str
     context_size: int
     """The model's context window in tokens."""
+    _structured_retry: ClassVar[str] = (
+        "Your output was invalid ({problem}). "
+        "Call {name} again with arguments that match its schema exactly."
+    )
+    """The note that asks for another attempt; ``{problem}`` is the validation error."""
 
     def __init__(
         self,
@@ -149,9 +165,9 @@ class ChatModelBase(ABC):
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], response: ChatResponse
     ) -> None:
         # Counters without a tokenizer (CalibratedCounter) learn from reported usage.
-        observe = getattr(self.token_counter, "observe", None)
-        if callable(observe) and response.usage is not None:
-            observe(messages, tools, response.usage)
+        counter = self.token_counter
+        if isinstance(counter, UsageCalibration) and response.usage is not None:
+            counter.observe(messages, tools, response.usage)
 
     async def _backoff(self, attempt: int, exc: Exception) -> None:
         delay = self.retry_base_delay * (2 ** (attempt - 1)) * (0.5 + random.random())
@@ -173,68 +189,108 @@ class ChatModelBase(ABC):
         schema: dict[str, Any],
         *,
         name: str = "structured_output",
-        description: str = "Return the result as the arguments of this tool.",
+        description: str = DEFAULT_STRUCTURED_DESCRIPTION,
         max_attempts: int = 3,
     ) -> dict[str, Any]:
-        """Ask for output matching a JSON schema through a forced tool call.
+        """The value of :meth:`structured_output`: output matching a JSON schema."""
+        output = await self.structured_output(
+            messages, schema, name=name, description=description, max_attempts=max_attempts
+        )
+        return output.value
 
-        Invalid output is fed back to the model with the validation error and retried up
-        to ``max_attempts`` times in all; then :class:`StructuredOutputError` is raised.
+    async def structured_output(
+        self,
+        messages: Sequence[Msg],
+        schema: dict[str, Any],
+        *,
+        name: str = "structured_output",
+        description: str = DEFAULT_STRUCTURED_DESCRIPTION,
+        max_attempts: int = 3,
+        retry_on: tuple[type[Exception], ...] = (),
+    ) -> StructuredOutput:
+        """Output matching a JSON schema, and the attempts it took.
+
+        Each attempt is one :meth:`_structured_attempt` (a forced call of a tool named
+        ``name`` whose parameters are ``schema``). An invalid answer is fed back to the
+        model with its validation error and retried, up to ``max_attempts`` attempts in
+        all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
+        An exception of a type in ``retry_on`` (beyond the transient errors
+        :meth:`generate` retries itself) also uses up an attempt; when the last attempt
+        ends in one, it is raised as is, all ``max_attempts`` having been made.
         """
         validator = jsonschema.Draft202012Validator(schema)
         tool = ToolSpec(name=name, description=description, parameters=schema)
-        history = list(messages)
-        problem = "no attempt made"
-        for attempt in range(1, max_attempts + 1):
-            response = await self.generate(history, tools=[tool], tool_choice=name)
-            calls = [c for c in response.tool_calls if c.name == name]
-            candidate: Any = None
-            if calls and calls[0].input_error is None:
-                candidate = calls[0].input
-            elif calls:
-                problem = f"arguments were not a JSON object: {calls[0].input_error}"
-            else:
-                candidate = _json_object_in_text(response.text)
-                if candidate is None:
-                    problem = f"the model did not call {name!r}"
-            if candidate is not None:
-                found = schema_problem(validator, candidate)
-                if found is None:
-                    return dict(candidate)
-                problem = found
-            note = retry_note(
-                problem,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                ask=f"Call {name} again with arguments that match its schema exactly.",
+        feedback: list[Msg] = []
+        problem: str | None = "no attempt made"
+        attempts = 0
+        for attempts in range(1, max_attempts + 1):
+            try:
+                answer = await self._structured_attempt(messages, feedback, tool)
+            except retry_on as exc:
+                if attempts == max_attempts:
+                    raise
+                logger.info(
+                    "structured output attempt %d/%d failed: %s: %s",
+                    attempts,
+                    max_attempts,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
+            problem = answer.problem or _schema_problem(validator, answer.value)
+            if problem is None:
+                return StructuredOutput(value=dict(answer.value), attempts=attempts)
+            logger.info(
+                "structured output attempt %d/%d invalid: %s", attempts, max_attempts, problem
             )
-            history = [*history, Msg("system", [TextBlock(text=note)], "user")]
-        raise no_valid_output(self.model_name, name, max_attempts, problem)
+            note = self._structured_retry.format(problem=problem, name=name)
+            feedback = [*feedback, *answer.shown, Msg("system", [TextBlock(text=note)], "user")]
+        raise StructuredOutputError(
+            f"{self.model_name}: no valid {name!r} output after {attempts} "
+            f"attempt{'' if attempts == 1 else 's'}: {problem}",
+            attempts=attempts,
+        )
+
+    async def _structured_attempt(
+        self, messages: Sequence[Msg], feedback: Sequence[Msg], tool: ToolSpec
+    ) -> StructuredAnswer:
+        """One structured answer, not yet validated: here, a forced call of ``tool``.
+
+        ``feedback`` holds what the earlier attempts left for the model (their answers
+        when :attr:`StructuredAnswer.shown`, and the notes with their errors).
+        """
+        response = await self.generate([*messages, *feedback], tools=[tool], tool_choice=tool.name)
+        calls = [c for c in response.tool_calls if c.name == tool.name]
+        if calls and calls[0].input_error is None:
+            return StructuredAnswer(calls[0].input)
+        if calls:
+            return StructuredAnswer(
+                problem=f"arguments were not a JSON object: {calls[0].input_error}"
+            )
+        value = _json_object_in_text(response.text)
+        if value is None:
+            return StructuredAnswer(problem=f"the model did not call {tool.name!r}")
+        return StructuredAnswer(value)
 
 
-def schema_problem(validator: jsonschema.Draft202012Validator, candidate: Any) -> str | None:
+@dataclass(frozen=True)
+class StructuredAnswer:
+    """One answer to a structured-output request, before it is checked against the schema."""
+
+    value: Any = None
+    """The parsed JSON, if the answer had any."""
+    problem: str | None = None
+    """Why there is no value to check."""
+    shown: tuple[Msg, ...] = ()
+    """The answer as messages, for a retry to show the model what it wrote."""
+
+
+def _schema_problem(validator: jsonschema.Draft202012Validator, candidate: Any) -> str | None:
     """Up to five of ``candidate``'s schema violations as one line; ``None`` when it is valid."""
     errors = sorted(validator.iter_errors(candidate), key=lambda e: list(e.path))
     if not errors:
         return None
     return "; ".join(f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5])
-
-
-def retry_note(
-    problem: str, *, attempt: int, max_attempts: int, ask: str, subject: str = "Your output"
-) -> str:
-    """Log an invalid structured-output attempt; the note that asks the model to retry."""
-    logger.info("structured output attempt %d/%d invalid: %s", attempt, max_attempts, problem)
-    return f"{subject} was invalid ({problem}). {ask}"
-
-
-def no_valid_output(
-    model_name: str, name: str, max_attempts: int, problem: str
-) -> StructuredOutputError:
-    """The error raised when every structured-output attempt was invalid."""
-    return StructuredOutputError(
-        f"{model_name}: no valid {name!r} output after {max_attempts} attempts: {problem}"
-    )
 
 
 def _json_object_in_text(text: str) -> dict[str, Any] | None:

@@ -11,19 +11,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
+from .._embedded import close_at_exit, embedded_model_path
 from .._exceptions import (
     ContextWindowExceededError,
     MissingDependencyError,
     ModelError,
 )
 from .._logging import logger
-from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
-from ..token._llama import LlamaTokenCounter, close_at_exit, forced_tool, tools_shown
-from ._base import ChatModelBase, no_valid_output, retry_note, schema_problem
+from ..message import (
+    ContentBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+    chatml_prompt,
+    forced_tool,
+    tools_shown,
+)
+from ..token import LlamaTokenCounter
+from ._base import DEFAULT_STRUCTURED_DESCRIPTION, ChatModelBase, StructuredAnswer
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted, TextDelta, ToolCallDelta
-from ._weights import embedded_model_path
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -33,7 +42,6 @@ __all__ = ["KVCacheStats", "LocalChatModel"]
 
 _STOP = ["<|im_end|>"]
 _SUPPORTED_FORMATS = ("chatml-function-calling",)
-_DEFAULT_STRUCTURED_DESCRIPTION = "Return the result as the arguments of this tool."
 
 Emit = Callable[[ModelStreamEvent], None]
 
@@ -321,7 +329,7 @@ class LocalChatModel(ChatModelBase):
             raise ValueError(f"tool_choice {tool_choice!r} names no offered tool: {sorted(names)}")
         if tool_choice == "required" and not tools:
             raise ValueError("tool_choice='required' needs at least one tool")
-        prompt = self._counter.render_prompt(messages, tools, tool_choice)
+        prompt = chatml_prompt(messages, tools, tool_choice)
         on_text = None if emit is None else (lambda t: emit(TextDelta(text=t)))
         with self._lock:
             if not tools_shown(tools, tool_choice):
@@ -434,55 +442,32 @@ class LocalChatModel(ChatModelBase):
         if turn is not None:
             yield ResponseCompleted(response=self._response(turn))
 
-    async def structured(
-        self,
-        messages: Sequence[Msg],
-        schema: dict[str, Any],
-        *,
-        name: str = "structured_output",
-        description: str = _DEFAULT_STRUCTURED_DESCRIPTION,
-        max_attempts: int = 3,
-    ) -> dict[str, Any]:
-        """Output matching ``schema``, decoded under a grammar built from the schema.
+    _structured_retry = "That output was invalid ({problem}). Try again."
 
-        The schema is shown to the model at the end of the prompt (the prefix stays
-        cached); the result is still validated, and invalid output is fed back and retried
-        up to ``max_attempts`` times in all before :class:`StructuredOutputError`.
+    async def _structured_attempt(
+        self, messages: Sequence[Msg], feedback: Sequence[Msg], tool: ToolSpec
+    ) -> StructuredAnswer:
+        """One answer decoded under a grammar built from the schema, instead of a tool call.
+
+        The schema is shown after the conversation (the prefix stays cached), then the
+        earlier answers and their errors.
         """
-        validator = jsonschema.Draft202012Validator(schema)
         # The tiny model copes best with the bare schema; a custom description goes first.
-        lead = "" if description == _DEFAULT_STRUCTURED_DESCRIPTION else description + "\n"
+        custom = tool.description != DEFAULT_STRUCTURED_DESCRIPTION
         instruction = (
-            f"{lead}Reply with only a JSON object matching this JSON schema:\n"
-            + json.dumps(schema, ensure_ascii=False)
+            (tool.description + "\n" if custom else "")
+            + "Reply with only a JSON object matching this JSON schema:\n"
+            + json.dumps(tool.parameters, ensure_ascii=False)
         )
-        history = [*messages, Msg("system", instruction, "system")]
-        problem = "no attempt made"
-        for attempt in range(1, max_attempts + 1):
-            prompt = self._counter.render_prompt(history)
-            done = await asyncio.to_thread(self._locked_json, prompt, schema)
-            try:
-                candidate = json.loads(done.text)
-            except json.JSONDecodeError as exc:
-                problem = f"not valid JSON ({exc}); the answer may have hit max_tokens"
-            else:
-                found = schema_problem(validator, candidate)
-                if found is None:
-                    return dict(candidate)
-                problem = found
-            note = retry_note(
-                problem,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                ask="Try again.",
-                subject="That output",
-            )
-            history = [
-                *history,
-                Msg(self.model_name, done.text, "assistant"),
-                Msg("system", note, "user"),
-            ]
-        raise no_valid_output(self.model_name, name, max_attempts, problem)
+        prompt = chatml_prompt([*messages, Msg("system", instruction, "system"), *feedback])
+        done = await asyncio.to_thread(self._locked_json, prompt, tool.parameters)
+        shown = (Msg(self.model_name, done.text, "assistant"),)
+        try:
+            value = json.loads(done.text)
+        except json.JSONDecodeError as exc:
+            problem = f"not valid JSON ({exc}); the answer may have hit max_tokens"
+            return StructuredAnswer(problem=problem, shown=shown)
+        return StructuredAnswer(value, shown=shown)
 
     def _locked_json(self, prompt: str, schema: dict[str, Any]) -> _Completion:
         with self._lock:

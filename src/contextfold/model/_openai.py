@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any, ClassVar
 
-from .._exceptions import AuthenticationError, MissingDependencyError
 from ..message import (
     Msg,
     TextBlock,
@@ -22,7 +21,6 @@ from ..message import (
     to_openai_tool_choice,
     to_openai_tools,
 )
-from ._base import ChatModelBase
 from ._response import (
     ChatResponse,
     ModelStreamEvent,
@@ -31,15 +29,10 @@ from ._response import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from ._sdk import SDKBoundary, check_tool_choice
+from ._sdk import SDKChatModel, check_tool_choice, sdk_import
 
-try:
+with sdk_import("openai"):
     import openai
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError("openai", extra="openai") from exc
-
-if TYPE_CHECKING:
-    from ..token import TokenCounter
 
 __all__ = ["OPENAI_CONTEXT_SIZES", "OpenAIChatModel"]
 
@@ -75,7 +68,7 @@ def known_context_size(model_name: str) -> int | None:
     return OPENAI_CONTEXT_SIZES[max(matches, key=len)] if matches else None
 
 
-class OpenAIChatModel(ChatModelBase):
+class OpenAIChatModel(SDKChatModel[openai.AsyncOpenAI]):
     """A model behind the OpenAI Chat Completions API.
 
     Works with OpenAI itself and with any compatible server (llama.cpp, vLLM, Ollama, ...)
@@ -86,66 +79,35 @@ class OpenAIChatModel(ChatModelBase):
     Usage is normalised so that ``input_tokens`` is the whole prompt, cached part included.
     """
 
-    def __init__(
-        self,
-        model_name: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        context_size: int | None = None,
-        client: openai.AsyncOpenAI | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        timeout: float | None = 600.0,
-        http_client: Any = None,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        token_counter: TokenCounter | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if context_size is None:
-            context_size = known_context_size(model_name)
-            if context_size is None:
-                raise ValueError(
-                    f"unknown context window for model {model_name!r}: pass "
-                    "context_size=<tokens> (e.g. the server's --n_ctx)"
-                )
-        super().__init__(
-            model_name,
-            context_size=context_size,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            token_counter=token_counter,
-        )
-        if client is None:
-            api_key = api_key or os.environ.get("OPENAI_API_KEY")
-            if not api_key:
-                if base_url is None:
-                    raise AuthenticationError(
-                        "no OpenAI API key: pass api_key= or set OPENAI_API_KEY"
-                    )
-                api_key = "no-key"  # local OpenAI-compatible servers ignore it
-            # The base class retries; SDK retries would multiply the attempts.
-            client = openai.AsyncOpenAI(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
-                http_client=http_client,
-            )
-        self._client = client
-        self._sdk = SDKBoundary(
-            openai,
-            where=f"OpenAI-compatible model {model_name!r} at {client.base_url}",
-            secret=client.api_key,
-        )
-        self._official = base_url is None and "api.openai.com" in str(client.base_url)
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.extra_params = kwargs
+    _sdk_module: ClassVar[ModuleType] = openai
+    _client_class = openai.AsyncOpenAI
+    _provider = "OpenAI"
+    _key_variable = "OPENAI_API_KEY"
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
+
+    def _default_context_size(self, model_name: str) -> int:
+        context_size = known_context_size(model_name)
+        if context_size is None:
+            raise ValueError(
+                f"unknown context window for model {model_name!r}: pass "
+                "context_size=<tokens> (e.g. the server's --n_ctx)"
+            )
+        return context_size
+
+    def _no_key(self, base_url: str | None) -> str:
+        if base_url is None:
+            return super()._no_key(base_url)
+        return "no-key"  # local OpenAI-compatible servers ignore it
+
+    def _where(self) -> str:
+        return f"OpenAI-compatible model {self.model_name!r} at {self._client.base_url}"
+
+    @property
+    def _official(self) -> bool:
+        """Whether this is OpenAI's own API (compatible servers get some workarounds)."""
+        return self._base_url is None and "api.openai.com" in str(self._client.base_url)
 
     def _params(
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None

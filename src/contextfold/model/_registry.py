@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .._exceptions import AuthenticationError
+from .._model_string import split_model_string
 from ._base import ChatModelBase
 
 __all__ = ["model_from_string"]
@@ -31,9 +32,7 @@ def model_from_string(
 
     Other keyword arguments go to the model's constructor.
     """
-    provider, _, name = spec.partition(":")
-    provider = provider.strip().lower()
-    name = name.strip()
+    provider, name = split_model_string(spec)
     if provider == "local":
         if base_url is not None or api_key is not None:
             raise ValueError(

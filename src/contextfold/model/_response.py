@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, Field
 
@@ -12,6 +13,7 @@ __all__ = [
     "ChatResponse",
     "ModelStreamEvent",
     "ResponseCompleted",
+    "StructuredOutput",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
@@ -74,3 +76,11 @@ class ResponseCompleted(BaseModel):
 
 
 ModelStreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseCompleted
+
+
+@dataclass(frozen=True)
+class StructuredOutput:
+    """Output valid against the requested schema, and the attempts it took (1: the first)."""
+
+    value: dict[str, Any]
+    attempts: int

@@ -1,26 +1,142 @@
 """The boundary between the provider SDKs (openai, anthropic) and contextfold.
 
-Both SDKs are generated from the same template: their error classes have the same names
-and meanings, so one converter serves both adapters. Every request goes through
-:meth:`SDKBoundary.call` or :meth:`SDKBoundary.stream`, which raise the contextfold
-exception *after* the ``except`` block: an SDK error whose text quotes the API key is then
-neither the ``__cause__`` nor the ``__context__`` of what the caller sees.
+Both SDKs are generated from the same template: their clients take the same options and
+their error classes have the same names and meanings, so one base class
+(:class:`SDKChatModel`) builds both adapters' clients and one converter serves both.
+Every request goes through :meth:`SDKBoundary.call` or :meth:`SDKBoundary.stream`, which
+raise the contextfold exception *after* the ``except`` block: an SDK error whose text
+quotes the API key is then neither the ``__cause__`` nor the ``__context__`` of what the
+caller sees.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+import os
+from abc import abstractmethod
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from .._exceptions import ModelConnectionError, ModelError, ModelTimeoutError
+from .._exceptions import (
+    AuthenticationError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelError,
+    ModelTimeoutError,
+)
 from ..message import ToolChoice, ToolSpec
+from ._base import ChatModelBase
 from ._http_errors import error_for_status, redact, transport_errors
 
-__all__ = ["SDKBoundary", "check_tool_choice"]
+if TYPE_CHECKING:
+    from ..token import TokenCounter
+
+__all__ = ["SDKBoundary", "SDKChatModel", "check_tool_choice", "sdk_import"]
 
 T = TypeVar("T")
+
+
+class _Client(Protocol):
+    @property
+    def api_key(self) -> str | None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Client)
+
+
+@contextmanager
+def sdk_import(package: str) -> Iterator[None]:
+    """Import a provider SDK in this block; if it is missing, say which extra to install.
+
+    The extra has the package's name (``openai``, ``anthropic``).
+    """
+    try:
+        yield
+    except ImportError as exc:
+        raise MissingDependencyError(package, extra=package) from exc
+
+
+class SDKChatModel(ChatModelBase, Generic[ClientT]):
+    """A model behind a provider SDK client: the constructor both adapters share.
+
+    Without ``client``, one is built from ``api_key`` (else the provider's environment
+    variable), ``base_url``, ``timeout`` and ``http_client``, with the SDK's own retries
+    off: the base class retries, and both would multiply the attempts. Every request goes
+    through ``self._sdk`` (an :class:`SDKBoundary` that knows the key, to hide it).
+    ``context_size`` and ``max_tokens`` default per model; extra keyword arguments are
+    sent with every request.
+    """
+
+    _sdk_module: ClassVar[ModuleType]
+    _client_class: ClassVar[Callable[..., Any]]
+    _provider: ClassVar[str]
+    """How messages name the provider: ``"OpenAI"``."""
+    _key_variable: ClassVar[str]
+    """The environment variable that holds the API key."""
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_size: int | None = None,
+        client: ClientT | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout: float | None = 600.0,
+        http_client: Any = None,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        token_counter: TokenCounter | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if context_size is None:
+            context_size = self._default_context_size(model_name)
+        super().__init__(
+            model_name,
+            context_size=context_size,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            token_counter=token_counter,
+        )
+        if client is None:
+            client = self._client_class(
+                api_key=api_key or os.environ.get(self._key_variable) or self._no_key(base_url),
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        self._client: ClientT = client
+        self._base_url = base_url
+        self._sdk = SDKBoundary(self._sdk_module, where=self._where(), secret=client.api_key)
+        self.max_tokens = self._default_max_tokens(model_name) if max_tokens is None else max_tokens
+        self.temperature = temperature
+        self.extra_params = kwargs
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_name!r})"
+
+    @abstractmethod
+    def _default_context_size(self, model_name: str) -> int:
+        """The context window when none is given; ``ValueError`` if it is unknown."""
+
+    def _default_max_tokens(self, model_name: str) -> int | None:
+        """The output budget when none is given (``None``: the provider's default)."""
+        return None
+
+    def _no_key(self, base_url: str | None) -> str:
+        """The key to use when none is given or set; by default, there is none."""
+        raise AuthenticationError(
+            f"no {self._provider} API key: pass api_key= or set {self._key_variable}"
+        )
+
+    def _where(self) -> str:
+        """How error messages name this model."""
+        return f"{self._provider} model {self.model_name!r}"
 
 
 class SDKBoundary:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from .._exceptions import MissingDependencyError
+from .._model_string import split_model_string
 from ..context import EmptySummarizer, ExtractiveSummarizer, ModelSummarizer, Summarizer
 from ..model import model_from_string
 
@@ -25,13 +26,14 @@ def summarizer_from_string(spec: str, *, base_url: str | None = None) -> Summari
         if base_url is not None:
             raise ValueError(f"the {name.lower()} summarizer calls no server: drop base_url")
         return ExtractiveSummarizer() if name.lower() == "extractive" else EmptySummarizer()
-    if ":" not in name and name.lower() != "local":
+    provider, model = split_model_string(name)
+    if model is None and provider != "local":
         raise ValueError(
             f"unknown summarizer {spec!r}; use 'extractive', 'none', 'local', "
             "'local:<path.gguf>' or '<provider>:<model>' such as 'openai:gpt-4o-mini' or "
             "'anthropic:claude-sonnet-4-5'"
         )
-    if name.lower().split(":", 1)[0] == "local" and importlib.util.find_spec("llama_cpp") is None:
+    if provider == "local" and importlib.util.find_spec("llama_cpp") is None:
         # Fail before replaying: the model would only load at the first compression.
         raise MissingDependencyError("llama-cpp-python", "local")
     return ModelSummarizer(model_from_string(name, base_url=base_url))

