@@ -1,13 +1,13 @@
 from typing import Any
 
-from agent_support import Calls, assert_valid, make_agent
-
 from contextfold._exceptions import CompressionError
 from contextfold.agent import ContextConfig
 from contextfold.context import CompressionEvent
 from contextfold.message import HintBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import Calls, assert_valid, make_agent
 
 
 def event(trigger: Any) -> CompressionEvent:

@@ -2,13 +2,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import assert_valid, make_agent
 
 from contextfold.agent import ContextConfig, Permissions
 from contextfold.message import ToolCallBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace
+
+from .agent_support import assert_valid, make_agent
 
 
 def toolkit_with(ran: list[str], *names: str) -> Toolkit:

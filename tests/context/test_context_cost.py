@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ctx_support import call, results, words
-
 from contextfold.context import ContextConfig, ContextEngine
 from contextfold.message import ToolSpec
 from contextfold.model import ScriptedModel
 from contextfold.token import OpenAITokenCounter
+
+from .ctx_support import call, results, words
 
 
 class CountingCounter(OpenAITokenCounter):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ctx_support import RecordingOffloader, call, make_engine, words
-
 from contextfold.context import (
     READBACK_HINT,
     READBACK_KEY,
@@ -14,6 +12,8 @@ from contextfold.context import (
 from contextfold.context._escalate import escalate
 from contextfold.context._truncate import ToolResultTruncator
 from contextfold.message import Msg, ToolResultBlock
+
+from .ctx_support import RecordingOffloader, call, make_engine, words
 
 
 def readback_results(assistant: Msg, output: str, *, marked: bool = True) -> Msg:

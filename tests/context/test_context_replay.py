@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctx_support import RecordingOffloader
 
 from contextfold.context import (
     CompressionEvent,
@@ -20,6 +19,8 @@ from contextfold.context import (
 )
 from contextfold.message import ToolSpec, check_openai_valid, load_trajectory
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest
+
+from .ctx_support import RecordingOffloader
 
 RUNS = Path(__file__).parents[2] / "data" / "trajectories" / "swebench-verified-gemini3pro"
 PATHS = sorted(RUNS.glob("*.traj.json"))

@@ -15,8 +15,8 @@ import pytest
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolResultBlock, ToolSpec
 from contextfold.model import ChatResponse, OpenAIChatModel
 from contextfold.token._llama import LlamaTokenCounter, call_arguments
-from llama_server_process import LLAMA_CONTEXT
-from sample_tools import SEARCH, WEATHER
+from tests.llama_server_process import LLAMA_CONTEXT
+from tests.sample_tools import SEARCH, WEATHER
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from contextfold._exceptions import ContextWindowExceededError
 from contextfold.message import Msg
 from contextfold.model import LocalChatModel, ResponseCompleted, TextDelta, ToolCallDelta
 from contextfold.model._local import _call_block
-from sample_tools import SEARCH, WEATHER
+from tests.sample_tools import SEARCH, WEATHER
 
 QUESTION = [
     Msg("system", "You are a helpful assistant. Answer briefly.", "system"),

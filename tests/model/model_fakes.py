@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2
-from model_scenarios import SECRET_KEY, Cut, Failure, Reply, Turn
 
-from http_fakes import cut_sse_response, garbled_response, sse_response
+from tests.http_fakes import cut_sse_response, garbled_response, sse_response
+
+from .model_scenarios import SECRET_KEY, Cut, Failure, Reply, Turn
 
 MODEL_ANTHROPIC = "claude-sonnet-5"
 

@@ -6,12 +6,13 @@ import json
 
 import httpx2
 import pytest
-from model_fakes import FakeAnthropic
-from model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Reply, Turn
 
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ThinkingBlock, ToolResultBlock
 from contextfold.model import AnthropicChatModel, ResponseCompleted, ThinkingDelta
+
+from .model_fakes import FakeAnthropic
+from .model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Reply, Turn
 
 THOUGHTFUL = Reply(
     thinking=("The user wants Paris weather; call the tool.", "EqQBCkYIBRgCKkD+sig=="),

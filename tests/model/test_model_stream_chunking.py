@@ -7,8 +7,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_fakes import FakeAnthropic, FakeOpenAI, FakeProvider
-from model_scenarios import SECRET_KEY, WEATHER, Reply
 
 from contextfold.message import Msg
 from contextfold.model import (
@@ -19,6 +17,9 @@ from contextfold.model import (
     TextDelta,
     ToolCallDelta,
 )
+
+from .model_fakes import FakeAnthropic, FakeOpenAI, FakeProvider
+from .model_scenarios import SECRET_KEY, WEATHER, Reply
 
 ASK = [Msg("user", "Go.", "user")]
 

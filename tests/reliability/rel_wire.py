@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import httpx2
-from rel_support import summary_fields
 
 from contextfold.model import AnthropicChatModel, ChatModelBase, OpenAIChatModel
 from contextfold.token import AnthropicEstimator
-from http_fakes import BrokenStream, cut_sse_response, garbled_response, sse_response
+from tests.http_fakes import BrokenStream, cut_sse_response, garbled_response, sse_response
+
+from .rel_support import summary_fields
 
 SECRET = "sk-test-SECRET-0123456789abcdefghijklmnop"
 """The API key the adapters are built with; it must never be shown anywhere."""

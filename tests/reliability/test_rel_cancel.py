@@ -13,7 +13,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from rel_support import (
+
+from contextfold.agent import Agent, ContextConfig
+from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from contextfold.model import ChatResponse, ScriptedRequest
+from contextfold.tool import Toolkit
+from contextfold.workspace import MemoryWorkspace
+
+from .rel_support import (
     Added,
     assert_nothing_lost,
     assert_provider_valid,
@@ -25,12 +32,6 @@ from rel_support import (
     scripted,
     summary_fields,
 )
-
-from contextfold.agent import Agent, ContextConfig
-from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from contextfold.model import ChatResponse, ScriptedRequest
-from contextfold.tool import Toolkit
-from contextfold.workspace import MemoryWorkspace
 
 YIELDS = 3
 

@@ -13,16 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from rel_support import (
-    Added,
-    assert_nothing_lost,
-    assert_provider_valid,
-    filler,
-    make_agent,
-    offloaded,
-    record,
-)
-from rel_wire import FakeServer
 
 from contextfold._exceptions import (
     AuthenticationError,
@@ -34,6 +24,17 @@ from contextfold.agent import Agent, ContextConfig
 from contextfold.context import CompressionEvent
 from contextfold.tool import Toolkit
 from contextfold.workspace import MemoryWorkspace
+
+from .rel_support import (
+    Added,
+    assert_nothing_lost,
+    assert_provider_valid,
+    filler,
+    make_agent,
+    offloaded,
+    record,
+)
+from .rel_wire import FakeServer
 
 # (context size, primes before a reply that compresses, primes that leave room to overflow)
 SIZES = {"openai": (4000, 3, 2), "anthropic": (5600, 2, 1)}

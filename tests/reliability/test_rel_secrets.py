@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rel_support import filler, make_agent, record
-from rel_wire import SECRET, FakeServer
 
 from contextfold._exceptions import ContextfoldError
 from contextfold.agent import ContextConfig
 from contextfold.workspace import LocalWorkspace
+
+from .rel_support import filler, make_agent, record
+from .rel_wire import SECRET, FakeServer
 
 NEEDLES = (SECRET, SECRET[12:])  # the key, and its tail should a prefix be kept
 

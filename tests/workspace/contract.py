@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import workspace_proc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +38,8 @@ from contextfold.workspace import (
     encode_key,
     parse_ref,
 )
+
+from . import _ws_proc as workspace_proc
 
 _T = TypeVar("_T")
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()

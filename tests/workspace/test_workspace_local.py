@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
 from contextfold.workspace import BaseWorkspace, LocalWorkspace
+
+from .contract import Backend, WorkspaceContract
 
 
 @pytest.fixture
@@ -42,11 +43,12 @@ import os  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from workspace_contract import SECRET, image, run, snapshot  # noqa: E402
 
 from contextfold._exceptions import UnsafePathError  # noqa: E402
 from contextfold.message import Msg, ToolResultBlock  # noqa: E402
 from contextfold.tool._readback import readback_tools  # noqa: E402
+
+from .contract import SECRET, image, run, snapshot  # noqa: E402
 
 
 async def test_layout_matches_the_spec(local_backend: Backend) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
 from contextfold.workspace import BaseWorkspace, MemoryWorkspace
+
+from .contract import Backend, WorkspaceContract
 
 
 class TestMemoryWorkspace(WorkspaceContract):

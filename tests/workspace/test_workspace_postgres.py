@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
 from contextfold._exceptions import MissingDependencyError
 from contextfold.message import Msg
 from contextfold.workspace import BaseWorkspace, PostgresWorkspace
+
+from .contract import Backend, WorkspaceContract
 
 
 class TestPostgresWorkspace(WorkspaceContract):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
 from contextfold.workspace import BaseWorkspace, SQLiteWorkspace
+
+from .contract import Backend, WorkspaceContract
 
 
 class TestSQLiteWorkspace(WorkspaceContract):
