@@ -1,6 +1,6 @@
 """Secrets: an API key never shows up in logs, offloaded files, events, state or errors.
 
-The real SDK adapters are built with ``rel_wire.SECRET`` and pointed at a fake server
+The real SDK adapters are built with ``tests.model.model_fakes.SECRET`` and pointed at a fake server
 that answers with errors quoting the key (as OpenAI's 401 does), 5xx, timeouts and cut
 streams. Everything observable is collected and searched for the key and its tail.
 """
@@ -17,9 +17,9 @@ import pytest
 from contextfold._exceptions import ContextfoldError
 from contextfold.agent import ContextConfig
 from contextfold.workspace import LocalWorkspace
+from tests.model.model_fakes import SECRET, FakeServer
 
 from .rel_support import filler, make_agent, record
-from .rel_wire import SECRET, FakeServer
 
 NEEDLES = (SECRET, SECRET[12:])  # the key, and its tail should a prefix be kept
 
