@@ -31,7 +31,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
     """``CONTEXTFOLD_TEST_PG_DSN`` if set, else a throwaway server on a unix socket;
-    skips without a server."""
+    skips without asyncpg or a server."""
+    pytest.importorskip("asyncpg", reason="PostgreSQL needs contextfold[postgres]")
     dsn = os.environ.get("CONTEXTFOLD_TEST_PG_DSN")
     if dsn:
         yield dsn

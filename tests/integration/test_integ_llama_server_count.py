@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolChoice, ToolResultBlock, ToolSpec
 from contextfold.model import ChatResponse, OpenAIChatModel
 from contextfold.token._llama import LlamaTokenCounter, call_arguments

@@ -13,6 +13,10 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
+import pytest
+
+pytest.importorskip("httpx2", reason="the fake provider servers need httpx2 (dev extra)")
+
 import httpx2
 
 from contextfold.model import ChatModelBase

@@ -7,6 +7,9 @@ from typing import ClassVar
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
+
 from contextfold import _exceptions as errors
 from contextfold.message import ContentBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, Usage
 from contextfold.model import (

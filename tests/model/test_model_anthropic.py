@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
-import httpx2
 import pytest
+
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
+pytest.importorskip("httpx2", reason="the fake provider servers need httpx2 (dev extra)")
+
+import httpx2
 
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ThinkingBlock, ToolResultBlock

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import OpenAIChatModel

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
 
 from contextfold.message import Msg
 from contextfold.model import (

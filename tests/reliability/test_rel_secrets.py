@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
+
 from contextfold._exceptions import ContextfoldError
 from contextfold.agent import ContextConfig
 from contextfold.workspace import LocalWorkspace
