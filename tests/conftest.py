@@ -12,6 +12,8 @@ import pytest
 from .llama_server_process import ServerFailed, llama_server_process
 from .pg_server import NoPostgresError, throwaway_postgres
 
+pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
+
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

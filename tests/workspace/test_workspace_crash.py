@@ -22,7 +22,7 @@ from contextfold.message import Msg
 from contextfold.workspace import BaseWorkspace
 
 from . import _ws_proc as workspace_proc
-from .contract import run
+from .builtin_contract import run
 
 ROUNDS = {"local": 30, "sqlite": 10, "postgres": 10}
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, LocalWorkspace
 
-from .contract import Backend, WorkspaceContract
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def local_backend(tmp_path: Path) -> Backend:
     )
 
 
-class TestLocalWorkspace(WorkspaceContract):
+class TestLocalWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self, local_backend: Backend) -> Backend:
         return local_backend
@@ -46,9 +47,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 from contextfold._exceptions import UnsafePathError  # noqa: E402
 from contextfold.message import Msg, ToolResultBlock  # noqa: E402
-from contextfold.tool._readback import readback_tools  # noqa: E402
+from contextfold.tool import readback_tools  # noqa: E402
 
-from .contract import SECRET, image, run, snapshot  # noqa: E402
+from .builtin_contract import SECRET, image, run, snapshot  # noqa: E402
 
 
 async def test_layout_matches_the_spec(local_backend: Backend) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, MemoryWorkspace
 
-from .contract import Backend, WorkspaceContract
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
 
-class TestMemoryWorkspace(WorkspaceContract):
+class TestMemoryWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self) -> Backend:
         ws = MemoryWorkspace()

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, SQLiteWorkspace
 
-from .contract import Backend, WorkspaceContract
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
 
-class TestSQLiteWorkspace(WorkspaceContract):
+class TestSQLiteWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Backend:
         path = tmp_path / "ws.sqlite3"
