@@ -117,13 +117,11 @@ async def main(n: int) -> None:
             )
         dsn = os.environ.get("CONTEXTFOLD_TEST_PG_DSN")
         if dsn is None:
-            sys.path.insert(0, str(ROOT / "tests" / "workspace"))
-            try:
-                import conftest  # the throwaway-server fixture, reused
+            sys.path.insert(0, str(ROOT))
+            from tests.pg_server import throwaway_postgres  # the tests' throwaway server
 
-                gen = conftest.pg_dsn.__wrapped__()  # type: ignore[attr-defined]
-                dsn = next(gen)
-                stack.callback(lambda: next(gen, None))
+            try:
+                dsn = stack.enter_context(throwaway_postgres())
             except Exception as exc:  # no server binaries: say so, keep the other rows
                 print(f"(PostgreSQL skipped: {exc})", file=sys.stderr)
         if dsn is not None:

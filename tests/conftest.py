@@ -1,12 +1,18 @@
-"""Fixtures shared by every test area."""
+"""Fixtures shared by every test area: the llama.cpp server and a PostgreSQL database."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
-from llama_server_process import ServerFailed, llama_server_process
+from .llama_server_process import ServerFailed, llama_server_process
+from .pg_server import NoPostgresError, throwaway_postgres
+
+pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +28,26 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield url
     except ServerFailed as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """``CONTEXTFOLD_TEST_PG_DSN`` if set, else a throwaway server on a unix socket;
+    skips without asyncpg or a server."""
+    pytest.importorskip("asyncpg", reason="PostgreSQL needs contextfold[postgres]")
+    dsn = os.environ.get("CONTEXTFOLD_TEST_PG_DSN")
+    if dsn:
+        yield dsn
+        return
+    with ExitStack() as stack:
+        try:
+            dsn = stack.enter_context(throwaway_postgres())
+        except NoPostgresError as exc:
+            pytest.skip(str(exc))
+        yield dsn
+
+
+@pytest.fixture
+def pg_prefix() -> str:
+    """A fresh table prefix: each test gets its own empty tables."""
+    return f"t{uuid.uuid4().hex[:10]}_"

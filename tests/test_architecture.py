@@ -67,7 +67,13 @@ def _imports_of(source: str, package: list[str]) -> list[tuple[int, list[str], b
                 base = package[: len(package) - node.level + 1]
                 module = [*base, *(node.module.split(".") if node.module else [])]
                 if node.module is None:
-                    targets = [[*module, alias.name] for alias in node.names]
+                    # ``from .. import x``: x is a module, or a name of that package's
+                    # ``__init__`` (the root's is the top layer).
+                    targets = [
+                        [*module, alias.name] if _is_module([*module, alias.name]) else module
+                        for alias in node.names
+                    ]
+                    targets = [t or ["__init__"] for t in targets]
                 else:
                     targets = [module]
             elif node.module and node.module.split(".")[0] == "contextfold":
@@ -82,6 +88,11 @@ def _imports_of(source: str, package: list[str]) -> list[tuple[int, list[str], b
             if target:
                 found.append((node.lineno, target, node.lineno in typing_only))
     return sorted(found)
+
+
+def _is_module(parts: list[str]) -> bool:
+    where = SRC.joinpath(*parts)
+    return where.is_dir() or where.with_suffix(".py").is_file()
 
 
 def _where(path: Path, line: int) -> str:
@@ -127,10 +138,12 @@ def test_the_checker_sees_every_form_of_import() -> None:
         "def f():\n    from ..model._base import ChatModelBase\n"
         "import contextfold.context._engine\n"
         "from . import _vocab\n"
+        "from .. import Agent\n"
     )
     assert _imports_of(source, ["token"]) == [
         (3, ["agent"], True),
         (5, ["model", "_base"], False),
         (6, ["context", "_engine"], False),
         (7, ["token", "_vocab"], False),
+        (8, ["__init__"], False),
     ]

@@ -2,10 +2,12 @@
 
 The most used names are re-exported here; each subpackage has its own curated API:
 ``contextfold.message``, ``.token``, ``.model``, ``.workspace``, ``.tool``,
-``.context``, ``.agent``, ``.middleware``, ``.replay``.
+``.context``, ``.agent``, ``.middleware``, ``.replay``, and ``.testing`` (test doubles and
+the workspace contract suite, for testing your own agents and offloaders).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from ._exceptions import (
     AuthenticationError,
@@ -33,8 +35,8 @@ from .model import ScriptedModel
 from .tool import Toolkit
 
 try:
-    __version__ = version("contextfold")
-except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = _version("contextfold")
+except _PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
 __all__ = [

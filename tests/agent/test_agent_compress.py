@@ -1,12 +1,12 @@
 from typing import Any
 
-from agent_support import Calls, assert_valid, make_agent
-
 from contextfold._exceptions import CompressionError
 from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import HintBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import Calls, assert_valid, make_agent
 
 
 def event(trigger: Any) -> CompressionEvent:

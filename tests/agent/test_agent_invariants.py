@@ -3,13 +3,14 @@
 import asyncio
 from typing import Any
 
-from agent_support import assert_valid, make_agent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.message import ToolCallBlock
 from contextfold.model import ScriptedModel, text_reply, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import assert_valid, make_agent
 
 KINDS = ["ok", "slow", "raises", "unknown", "malformed", "bad_args"]
 

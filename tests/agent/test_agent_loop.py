@@ -2,7 +2,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from agent_support import Calls, assert_valid, make_agent
 
 from contextfold._exceptions import ContextWindowExceededError
 from contextfold.agent import Agent
@@ -10,6 +9,8 @@ from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import ScriptedModel, text_reply, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import Calls, assert_valid, make_agent
 
 
 class MemoryOffloader:

@@ -1,7 +1,5 @@
 from typing import Any
 
-from agent_support import assert_valid, make_agent
-
 from contextfold.agent import Agent
 from contextfold.context import CompressionEvent, ContextEvent, TruncationEvent
 from contextfold.message import Msg, ToolResultBlock
@@ -17,6 +15,8 @@ from contextfold.middleware import (
 )
 from contextfold.model import ChatResponse, ScriptedModel, text_reply, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import assert_valid, make_agent
 
 
 async def test_system_prompt_hooks_apply_in_order() -> None:

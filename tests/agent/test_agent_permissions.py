@@ -2,7 +2,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import assert_valid, make_agent
 
 from contextfold.agent import Permissions
 from contextfold.context import ContextConfig
@@ -10,6 +9,8 @@ from contextfold.message import ToolCallBlock
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace
+
+from .agent_support import assert_valid, make_agent
 
 
 def toolkit_with(ran: list[str], *names: str) -> Toolkit:

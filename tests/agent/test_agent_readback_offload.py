@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agent_support import assert_valid, make_agent
-
 from contextfold.context import READBACK_HINT, TRUNCATION_MARKER, ContextConfig
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace
+
+from .agent_support import assert_valid, make_agent
 
 BIG = "\n".join(f"line {i}: value-{i} status ok" for i in range(400))
 CONFIG = ContextConfig(trigger_ratio=0.8, reserve_ratio=0.1, tool_result_limit=300)

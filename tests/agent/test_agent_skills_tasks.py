@@ -1,10 +1,10 @@
 from pathlib import Path
 
-from agent_support import Calls, assert_valid, make_agent
-
 from contextfold.middleware import system_prompt_middleware
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import Calls, assert_valid, make_agent
 
 
 def write_skill(root: Path, name: str, description: str) -> None:

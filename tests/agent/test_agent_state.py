@@ -1,8 +1,8 @@
-from agent_support import assert_valid, make_agent
-
 from contextfold.agent import Agent, AgentState
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
+
+from .agent_support import assert_valid, make_agent
 
 
 def kit() -> Toolkit:

@@ -1,7 +1,6 @@
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
-from agent_support import assert_valid, make_agent
 
 from contextfold.agent import (
     ContextChangeEvent,
@@ -21,6 +20,8 @@ from contextfold.model import (
     tool_reply,
 )
 from contextfold.tool import Toolkit
+
+from .agent_support import assert_valid, make_agent
 
 
 class ChunkingModel(ScriptedModel):

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from agent_support import assert_valid, make_agent
-
 from contextfold.agent import Agent
 from contextfold.context import ContextConfig
 from contextfold.message import Msg
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace
+
+from .agent_support import assert_valid, make_agent
 
 
 async def workspace(tmp_path: Path) -> LocalWorkspace:

@@ -7,43 +7,12 @@ that AgentScope's messages flatten to.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
+from benchmarks import _contextfold as driver
+from benchmarks import _data as data
 from contextfold.context import ContextConfig, summarize_items
 from contextfold.context._summarizer import transcript_entry
 from contextfold.context._summary import render_summary
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-
-ROOT = Path(__file__).parents[2]
-
-
-def _load(name: str) -> ModuleType:
-    if f"benchmarks.{name}" in sys.modules:
-        return sys.modules[f"benchmarks.{name}"]
-    if "benchmarks" not in sys.modules:
-        package = importlib.util.spec_from_file_location(
-            "benchmarks", ROOT / "benchmarks" / "__init__.py"
-        )
-        assert package is not None
-        assert package.loader is not None
-        sys.modules["benchmarks"] = importlib.util.module_from_spec(package)
-        package.loader.exec_module(sys.modules["benchmarks"])
-    spec = importlib.util.spec_from_file_location(
-        f"benchmarks.{name}", ROOT / "benchmarks" / f"{name}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-data = _load("_data")
-driver = _load("_contextfold")
 
 ITEMS = [
     ("system", "You are an agent."),

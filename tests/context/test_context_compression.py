@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from ctx_support import (
+
+from contextfold._exceptions import CompressionError
+from contextfold.context import CompressionEvent, ContextEvent, ModelSummarizer
+from contextfold.context._summary import safe_format
+from contextfold.message import HintBlock, ToolSpec, check_anthropic_valid, check_openai_valid
+from contextfold.model import ScriptedModel
+
+from .ctx_support import (
     SUMMARY,
     RecordingOffloader,
     call,
@@ -14,12 +21,6 @@ from ctx_support import (
     user,
     words,
 )
-
-from contextfold._exceptions import CompressionError
-from contextfold.context import CompressionEvent, ContextEvent, ModelSummarizer
-from contextfold.context._summary import safe_format
-from contextfold.message import HintBlock, ToolSpec, check_anthropic_valid, check_openai_valid
-from contextfold.model import ScriptedModel
 
 BOOM = RuntimeError("summarizer down")
 

@@ -11,11 +11,11 @@ that is the second test.
 
 from __future__ import annotations
 
-from ctx_support import call, results, words
-
 from contextfold.context import ContextConfig, ContextEngine
 from contextfold.message import Msg, ToolSpec, Usage
 from contextfold.token import CalibratedCounter, OpenAITokenCounter
+
+from .ctx_support import call, results, words
 
 
 class TokenizationCounter(OpenAITokenCounter):

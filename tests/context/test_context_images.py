@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ctx_support import (
+from contextfold.context import ContextEvent, ImageRemovalEvent
+from contextfold.message import DataBlock, Msg, TextBlock, ToolResultBlock
+
+from .ctx_support import (
     ContextOnlyOffloader,
     RecordingOffloader,
     call,
@@ -11,9 +14,6 @@ from ctx_support import (
     make_engine,
     results,
 )
-
-from contextfold.context import ContextEvent, ImageRemovalEvent
-from contextfold.message import DataBlock, Msg, TextBlock, ToolResultBlock
 
 
 def images_in(msgs: tuple[Msg, ...] | list[Msg]) -> int:

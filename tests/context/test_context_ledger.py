@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ctx_support import call, results, user
-
 from contextfold.context._ledger import ArtifactLedger, extract_ledger
 from contextfold.context._summarizer import transcript_entry
 from contextfold.message import Msg, TextBlock, ToolCallBlock
+
+from .ctx_support import call, results, user
 
 
 def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:

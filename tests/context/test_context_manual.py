@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from ctx_support import call, fill, make_engine, results, summary
 
 from contextfold._exceptions import CompressionError
 from contextfold.context import ContextConfig, ContextEvent, UsageHintEvent
 from contextfold.message import HintBlock, check_openai_valid
+
+from .ctx_support import call, fill, make_engine, results, summary
 
 BOOM = RuntimeError("summarizer down")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ctx_support import RecordingOffloader, call, image, image_msg, results, summary, user, words
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,8 @@ from contextfold.message import (
     check_openai_valid,
 )
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest
+
+from .ctx_support import RecordingOffloader, call, image, image_msg, results, summary, user, words
 
 CONTEXT_SIZE = 3000
 TOOLS = [ToolSpec(name="bash", description="Run a shell command.")]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ctx_support import RecordingOffloader, call, make_engine, words
-
 from contextfold.context import (
     READBACK_HINT,
     TRUNCATION_MARKER,
@@ -12,6 +10,8 @@ from contextfold.context import (
 )
 from contextfold.context._trim import ToolResultTruncator, escalate
 from contextfold.message import READBACK_KEY, Msg, ToolResultBlock
+
+from .ctx_support import RecordingOffloader, call, make_engine, words
 
 
 def readback_results(assistant: Msg, output: str, *, marked: bool = True) -> Msg:

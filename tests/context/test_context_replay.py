@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctx_support import RecordingOffloader
 
 from contextfold.context import (
     CompressionEvent,
@@ -22,6 +21,8 @@ from contextfold.context import (
 from contextfold.message import ToolSpec, check_openai_valid
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest
 from contextfold.replay import load_trajectory
+
+from .ctx_support import RecordingOffloader
 
 RUNS = Path(__file__).parents[2] / "data" / "trajectories" / "swebench-verified-gemini3pro"
 PATHS = sorted(RUNS.glob("*.traj.json"))

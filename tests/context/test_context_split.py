@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ctx_support import call, results, user
-
 from contextfold.context._trim import choose_split, safe_boundaries
 from contextfold.message import Msg, ThinkingBlock, ToolCallBlock
+
+from .ctx_support import call, results, user
 
 
 def test_boundary_inside_a_tool_exchange_is_unsafe() -> None:

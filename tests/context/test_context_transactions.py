@@ -6,11 +6,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from ctx_support import RecordingOffloader, call, fill, make_engine, results, summary, user, words
 
 from contextfold.context import CompressionEvent, ContextEngine, ContextEvent, TruncationEvent
 from contextfold.message import Msg
 from contextfold.model import ScriptedReply, ScriptedRequest
+
+from .ctx_support import RecordingOffloader, call, fill, make_engine, results, summary, user, words
 
 
 async def test_cancellation_during_the_summary_leaves_state_unchanged() -> None:

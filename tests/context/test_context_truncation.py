@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ctx_support import RecordingOffloader, call, make_engine, results, words
-
 from contextfold.context import ContextEvent, TruncationEvent
 from contextfold.context._trim import TRUNCATION_MARKER, ToolResultTruncator, truncation_marker
 from contextfold.message import ToolResultBlock
+
+from .ctx_support import RecordingOffloader, call, make_engine, results, words
 
 MARKER_NO_REF = (
     "<<<TRUNCATED>>>\n<system-reminder>The remaining content has been omitted for limited "

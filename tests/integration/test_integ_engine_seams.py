@@ -7,14 +7,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from integ_support import (
-    EventLog,
-    dump,
-    is_summary,
-    is_usage_hint,
-    open_workspace,
-    summarizer,
-)
 
 from contextfold._exceptions import ContextWindowExceededError
 from contextfold.agent import Agent, check_requests_valid
@@ -22,6 +14,15 @@ from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.model import ScriptedModel, tool_reply
 from contextfold.tool import Toolkit
 from contextfold.workspace import LocalWorkspace
+
+from .integ_support import (
+    EventLog,
+    dump,
+    is_summary,
+    is_usage_hint,
+    open_workspace,
+    summarizer,
+)
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+
 from contextfold.message import (
     Msg,
     TextBlock,
@@ -23,8 +25,8 @@ from contextfold.message import (
 )
 from contextfold.model import ChatResponse, OpenAIChatModel
 from contextfold.token._llama import LlamaTokenCounter
-from llama_server_process import LLAMA_CONTEXT
-from sample_tools import SEARCH, WEATHER
+from tests.llama_server_process import LLAMA_CONTEXT
+from tests.sample_tools import SEARCH, WEATHER
 
 pytestmark = pytest.mark.slow
 

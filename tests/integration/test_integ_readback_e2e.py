@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integ_support import (
+
+from contextfold.agent import Agent, check_requests_valid
+from contextfold.context import CompressionEvent, ContextConfig, TruncationEvent
+from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
+from contextfold.tool import Toolkit
+
+from .integ_support import (
     GREP_HIT,
     MARKER_REF,
     SAVED_IN,
@@ -25,11 +31,6 @@ from integ_support import (
     open_workspace,
     summarizer,
 )
-
-from contextfold.agent import Agent, check_requests_valid
-from contextfold.context import CompressionEvent, ContextConfig, TruncationEvent
-from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
-from contextfold.tool import Toolkit
 
 DETAIL = "ERR-7731 in src/pkg/mod.py:42"
 DETAIL_PATTERN = r"ERR-\d+ in [\w/.]+:\d+"

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from localmodel_cases import conversation
 
 from contextfold.message import (
     CHATML_FUNCTION_CALLING_TEMPLATE,
@@ -23,7 +22,9 @@ from contextfold.message import (
 from contextfold.model import LocalChatModel
 from contextfold.token import TokenCounter
 from contextfold.token._llama import LlamaTokenCounter
-from sample_tools import SEARCH, WEATHER
+from tests.sample_tools import SEARCH, WEATHER
+
+from .localmodel_cases import conversation
 
 _FIXTURE_CHECK = HealthCheck.function_scoped_fixture
 

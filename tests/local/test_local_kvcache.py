@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from contextfold.message import Msg
 from contextfold.model import LocalChatModel, ResponseCompleted
 from contextfold.model._local import _PerfMark, _shared_prefix
-from sample_tools import SEARCH, WEATHER
+from tests.sample_tools import SEARCH, WEATHER
 
 # Long enough that the shared prefix dominates the prompt (~480 tokens).
 LONG_SYSTEM = "You are a careful analyst. " + " ".join(

@@ -17,7 +17,7 @@ from contextfold.model import (
     ToolCallDelta,
 )
 from contextfold.model._local import _call_block, _Completion
-from sample_tools import SEARCH, WEATHER
+from tests.sample_tools import SEARCH, WEATHER
 
 QUESTION = [
     Msg("system", "You are a helpful assistant. Answer briefly.", "system"),

@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 
 import jsonschema
 import pytest
-from model_scenarios import PERSON_SCHEMA, SECRET_KEY, WEATHER
 
 from contextfold import _exceptions as errors
 from contextfold.message import ContentBlock, Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import ChatModelBase, ChatResponse, ResponseCompleted, TextDelta
+
+from .model_scenarios import PERSON_SCHEMA, SECRET_KEY, WEATHER
 
 MakeModel = Callable[[str], ChatModelBase]
 

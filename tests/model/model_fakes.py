@@ -1,31 +1,89 @@
 """Fake OpenAI and Anthropic HTTP servers for the real SDKs, through ``httpx2.MockTransport``.
 
-Each fake serves a queue of :mod:`model_scenarios` turns in the provider's documented wire
-format: a JSON body, or Server-Sent Events when the request has ``"stream": true``.
-Every request body is recorded.
+:class:`FakeOpenAI` and :class:`FakeAnthropic` answer with :mod:`model_scenarios` turns in
+the provider's documented wire format: a JSON body, or Server-Sent Events when the request
+has ``"stream": true``. The turns come from a queue, or from a function of each request
+body; :class:`FakeServer` is such a function for the reliability suite (automatic answers,
+with wire-level faults queued per kind of request). Every request body is recorded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Literal
+
+import pytest
+
+pytest.importorskip("httpx2", reason="the fake provider servers need httpx2 (dev extra)")
 
 import httpx2
-from model_scenarios import SECRET_KEY, Cut, Failure, Reply, Turn
 
-from http_fakes import cut_sse_response, garbled_response, sse_response
+from contextfold.model import ChatModelBase
+from contextfold.token import AnthropicEstimator
+
+from .model_scenarios import SECRET_KEY, Cut, Failure, Reply, Turn
 
 MODEL_ANTHROPIC = "claude-sonnet-5"
+
+# -- transport pieces ----------------------------------------------------------------------
+
+
+class BrokenStream(httpx2.AsyncByteStream):
+    """A body that sends some bytes, then loses the connection."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+        raise httpx2.ReadError("connection reset by peer")
+
+
+def sse_response(events: list[bytes]) -> httpx2.Response:
+    """A 200 carrying ``events`` as Server-Sent Events."""
+    return httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, content=b"".join(events)
+    )
+
+
+def cut_sse_response(events: list[bytes]) -> httpx2.Response:
+    """A 200 stream that loses the connection after the first half of ``events``."""
+    return httpx2.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        stream=BrokenStream(events[: len(events) // 2]),
+    )
+
+
+def garbled_response(*, stream: bool) -> httpx2.Response:
+    """A 200 whose body a proxy mangled: half a JSON object, or an SSE event of bad JSON."""
+    if stream:
+        content_type, garbage = "text/event-stream", b"data: {oops\n\n"
+    else:
+        content_type, garbage = "application/json", b'{"id": "x", "choi'
+    return httpx2.Response(200, headers={"content-type": content_type}, content=garbage)
+
+
+# -- the fakes -----------------------------------------------------------------------------
 
 
 class FakeProvider:
     """Base of the fakes: a queue of turns and a record of requests."""
 
-    def __init__(self, turns: list[Turn], *, piece: int = 4) -> None:
-        self.turns = list(turns)
+    def __init__(
+        self,
+        turns: list[Turn] | Callable[[dict[str, Any]], Turn],
+        *,
+        piece: int = 4,
+        api_key: str = SECRET_KEY,
+    ) -> None:
+        self.turns = turns if callable(turns) else list(turns)
         self.piece = piece
         """Characters per streamed delta."""
+        self.api_key = api_key
+        """The key the 401 body quotes (as OpenAI's does), to check it is redacted."""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
 
@@ -39,9 +97,12 @@ class FakeProvider:
         body = json.loads(request.content)
         self.requests.append(body)
         self.headers.append(dict(request.headers))
-        if not self.turns:
+        if callable(self.turns):
+            turn = self.turns(body)
+        elif self.turns:
+            turn = self.turns.pop(0)
+        else:
             return httpx2.Response(500, json={"error": {"message": "fake: no turn left"}})
-        turn = self.turns.pop(0)
         if isinstance(turn, Failure):
             if turn.kind == "connection":
                 raise httpx2.ConnectError("connection refused", request=request)
@@ -53,7 +114,12 @@ class FakeProvider:
             headers = {"retry-after": turn.retry_after} if turn.retry_after else {}
             return httpx2.Response(status, json=payload, headers=headers)
         if isinstance(turn, Cut):
-            return cut_sse_response(list(self.sse(turn.reply)))
+            if body.get("stream"):
+                return cut_sse_response(list(self.sse(turn.reply)))
+            whole = json.dumps(self.json(turn.reply)).encode()
+            return httpx2.Response(
+                200, headers={"content-type": "application/json"}, stream=BrokenStream([whole[:40]])
+            )
         if body.get("stream"):
             return sse_response(list(self.sse(turn)))
         return httpx2.Response(200, json=self.json(turn))
@@ -154,6 +220,7 @@ class FakeOpenAI(FakeProvider):
                 body("Rate limit reached for requests", "requests", "rate_limit_exceeded"),
             ),
             "server_error": (500, body("The server had an error", "server_error")),
+            "overloaded": (503, body("The engine is currently overloaded", "server_error")),
             "context_window": (
                 400,
                 body(
@@ -166,7 +233,7 @@ class FakeOpenAI(FakeProvider):
             "auth": (
                 401,
                 body(
-                    f"Incorrect API key provided: {SECRET_KEY}.",
+                    f"Incorrect API key provided: {self.api_key}.",
                     "invalid_request_error",
                     "invalid_api_key",
                 ),
@@ -303,14 +370,142 @@ class FakeAnthropic(FakeProvider):
                 ),
             ),
             "server_error": (500, body("api_error", "Internal server error")),
+            "overloaded": (503, body("overloaded_error", "Overloaded")),
             "context_window": (
                 400,
                 body("invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"),
             ),
-            "auth": (401, body("authentication_error", f"invalid x-api-key {SECRET_KEY}")),
+            "auth": (401, body("authentication_error", f"invalid x-api-key {self.api_key}")),
             "bad_request": (400, body("invalid_request_error", "messages: roles must alternate")),
         }[kind]
 
 
 def _pieces(text: str, size: int = 4) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# -- the reliability suite's server --------------------------------------------------------
+
+SECRET = "sk-test-SECRET-0123456789abcdefghijklmnop"
+"""The API key :meth:`FakeServer.model` builds adapters with; it must never be shown anywhere."""
+
+Provider = Literal["openai", "anthropic"]
+Kind = Literal["reason", "summary"]
+
+FAULTS = (
+    "timeout",
+    "connect",
+    "429",
+    "500",
+    "503",
+    "context_length",
+    "401",
+    "garbled_body",
+    "empty",
+    "cut",
+    "malformed_args",
+    "unknown_tool",
+    "invalid_summary",
+    "text",
+)
+# Faults that are provider errors or transport failures, as the fakes' failure kinds.
+_FAILURES = {
+    "timeout": "timeout",
+    "connect": "connection",
+    "429": "rate_limit",
+    "500": "server_error",
+    "503": "overloaded",
+    "context_length": "context_window",
+    "401": "auth",
+    "garbled_body": "garbled",
+}
+
+
+class FakeServer:
+    """One provider's API that answers by itself; queue faults with :meth:`fail`.
+
+    A request forcing ``write_summary`` is a ``"summary"`` request, any other a
+    ``"reason"`` one. Without a queued fault a summary request gets a valid summary (a
+    value for every property of the forced tool's schema), a reasoning request text.
+    """
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.pending: dict[Kind, list[str]] = {"reason": [], "summary": []}
+        self.replies = 0
+        fake = FakeOpenAI if provider == "openai" else FakeAnthropic
+        self.wire: FakeProvider = fake(self._turn, piece=8, api_key=SECRET)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.wire.requests
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        return self.wire.headers
+
+    def fail(self, kind: Kind, *faults: str) -> None:
+        self.pending[kind].extend(faults)
+
+    def model(self, *, context_size: int = 4000, retries: int = 2) -> ChatModelBase:
+        """The real SDK adapter of this provider, talking to this fake."""
+        from contextfold.model import AnthropicChatModel, OpenAIChatModel
+
+        client = self.wire.client()
+        if self.provider == "openai":
+            return OpenAIChatModel(
+                "gpt-4o-mini",
+                api_key=SECRET,
+                http_client=client,
+                context_size=context_size,
+                max_retries=retries,
+                retry_base_delay=0.0,
+            )
+        return AnthropicChatModel(
+            MODEL_ANTHROPIC,
+            api_key=SECRET,
+            http_client=client,
+            context_size=context_size,
+            max_retries=retries,
+            retry_base_delay=0.0,
+            # This fake reports a fixed 10 input tokens, which the default counter
+            # (calibrated by reported usage) would believe; these tests are about faults,
+            # so they count with the plain estimator.
+            token_counter=AnthropicEstimator(),
+        )
+
+    def _turn(self, body: dict[str, Any]) -> Turn:
+        kind: Kind = (
+            "summary" if "write_summary" in json.dumps(body.get("tool_choice")) else "reason"
+        )
+        fault = self.pending[kind].pop(0) if self.pending[kind] else None
+        if fault in _FAILURES:
+            return Failure(_FAILURES[fault], retry_after="0" if fault == "429" else None)
+        text, calls = "", ()
+        if fault == "empty":
+            pass
+        elif fault == "malformed_args":
+            # A JSON body from Anthropic cannot carry malformed tool input: an empty answer.
+            if self.provider == "openai" or body.get("stream"):
+                calls = (("call_bad", "add", '{"a": 1, "b": '),)
+        elif fault == "unknown_tool":
+            calls = (("call_unknown", "no_such_tool", '{"x": 1}'),)
+        elif fault == "invalid_summary":
+            calls = (("call_sum", "write_summary", '{"task_overview": 5}'),)
+        elif fault == "text" or kind == "reason":
+            self.replies += 1
+            text = f"answer {self.replies} " + " ".join(f"t{self.replies}x{j}" for j in range(40))
+        else:
+            summary = {name: f"{name} (wire)" for name in _schema(body, "write_summary")}
+            calls = (("call_sum", "write_summary", json.dumps(summary)),)
+        reply = Reply(text=text, tool_calls=calls, input_tokens=10, output_tokens=5)
+        return Cut(reply) if fault == "cut" else reply
+
+
+def _schema(body: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The properties of ``tool``'s parameters in a request body of either provider."""
+    for spec in body.get("tools", []):
+        spec = spec.get("function", spec)
+        if spec["name"] == tool:
+            return dict(spec.get("parameters", spec.get("input_schema", {}))["properties"])
+    raise AssertionError(f"the request forced {tool!r} without offering it")

@@ -6,9 +6,9 @@ import json
 from typing import ClassVar
 
 import pytest
-from adapter_contract import AdapterContract, MakeModel, user
-from model_fakes import FakeAnthropic, FakeOpenAI
-from model_scenarios import SCENARIOS, SECRET_KEY, Failure, Reply, Turn
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
 
 from contextfold import _exceptions as errors
 from contextfold.message import ContentBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, Usage
@@ -20,7 +20,11 @@ from contextfold.model import (
     ScriptedModel,
     ScriptedReply,
 )
-from llama_server_process import LLAMA_CONTEXT, free_port
+from tests.llama_server_process import LLAMA_CONTEXT, free_port
+
+from .adapter_contract import AdapterContract, MakeModel, user
+from .model_fakes import FakeAnthropic, FakeOpenAI
+from .model_scenarios import SCENARIOS, SECRET_KEY, Failure, Reply, Turn
 
 # ------------------------------------------------------------------------- ScriptedModel
 

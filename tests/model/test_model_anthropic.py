@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 
-import httpx2
 import pytest
-from model_fakes import FakeAnthropic
-from model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Reply, Turn
+
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
+pytest.importorskip("httpx2", reason="the fake provider servers need httpx2 (dev extra)")
+
+import httpx2
 
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ThinkingBlock, ToolResultBlock
 from contextfold.model import AnthropicChatModel, ResponseCompleted, ThinkingDelta
+
+from .model_fakes import FakeAnthropic
+from .model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Reply, Turn
 
 THOUGHTFUL = Reply(
     thinking=("The user wants Paris weather; call the tool.", "EqQBCkYIBRgCKkD+sig=="),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from model_fakes import FakeOpenAI
-from model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Failure, Reply, Turn
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
 
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import OpenAIChatModel
 from contextfold.model._http_errors import error_for_status, parse_retry_after, redact
+
+from .model_fakes import FakeOpenAI
+from .model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Failure, Reply, Turn
 
 
 def make(turns: list[Turn], **kwargs: object) -> tuple[OpenAIChatModel, FakeOpenAI]:
@@ -250,7 +253,7 @@ async def ask(model: OpenAIChatModel, *, stream: bool, **kwargs: object) -> None
 
 @pytest.mark.slow
 async def test_required_with_one_tool_gets_a_call_from_llama_server(llama_server: str) -> None:
-    from llama_server_process import LLAMA_CONTEXT
+    from tests.llama_server_process import LLAMA_CONTEXT
 
     model = OpenAIChatModel(
         "smollm2", base_url=llama_server, context_size=LLAMA_CONTEXT, max_tokens=48, seed=7

@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
+
 from contextfold import _embedded
 from contextfold import _exceptions as errors
 from contextfold.model import (

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_fakes import FakeAnthropic, FakeOpenAI, FakeProvider
-from model_scenarios import SECRET_KEY, WEATHER, Reply
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
 
 from contextfold.message import Msg
 from contextfold.model import (
@@ -19,6 +21,9 @@ from contextfold.model import (
     TextDelta,
     ToolCallDelta,
 )
+
+from .model_fakes import FakeAnthropic, FakeOpenAI, FakeProvider
+from .model_scenarios import SECRET_KEY, WEATHER, Reply
 
 ASK = [Msg("user", "Go.", "user")]
 

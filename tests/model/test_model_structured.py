@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from model_scenarios import PERSON_SCHEMA
 
 from contextfold import StructuredOutputError
 from contextfold.message import Msg
 from contextfold.model import ScriptedModel, StructuredOutput
+
+from .model_scenarios import PERSON_SCHEMA
 
 ASK = [Msg("user", "Invent a person.", "user")]
 VALID = {"name": "Ada", "age": 36}

@@ -14,12 +14,12 @@ import os
 import random
 from typing import Any
 
-from rel_support import filler, make_agent, scripted, smart_script
-
 from contextfold.context import ContextConfig
 from contextfold.message import Msg
 from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, SQLiteWorkspace
+
+from .rel_support import filler, make_agent, scripted, smart_script
 
 SESSION = "crash-session"
 

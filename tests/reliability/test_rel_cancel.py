@@ -13,7 +13,15 @@ import asyncio
 from typing import Any
 
 import pytest
-from rel_support import (
+
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig
+from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from contextfold.model import ChatResponse, ScriptedRequest
+from contextfold.tool import Toolkit
+from contextfold.workspace import MemoryWorkspace
+
+from .rel_support import (
     Added,
     assert_nothing_lost,
     assert_provider_valid,
@@ -25,13 +33,6 @@ from rel_support import (
     scripted,
     summary_fields,
 )
-
-from contextfold.agent import Agent
-from contextfold.context import ContextConfig
-from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from contextfold.model import ChatResponse, ScriptedRequest
-from contextfold.tool import Toolkit
-from contextfold.workspace import MemoryWorkspace
 
 YIELDS = 3
 

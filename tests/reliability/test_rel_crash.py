@@ -19,10 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import rel_crash_child as child
-from rel_support import assert_provider_valid, record, rng, scaled
 
 from contextfold.message import Msg
+
+from . import rel_crash_child as child
+from .rel_support import assert_provider_valid, record, rng, scaled
 
 ROUNDS = 20
 

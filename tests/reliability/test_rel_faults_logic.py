@@ -15,18 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from rel_support import (
-    Added,
-    adder_toolkit,
-    assert_nothing_lost,
-    assert_provider_valid,
-    filler,
-    make_agent,
-    offloaded,
-    record,
-    scripted,
-    summary_fields,
-)
 
 from contextfold._exceptions import (
     CompressionError,
@@ -42,6 +30,19 @@ from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.message import ToolCallBlock
 from contextfold.model import ChatResponse, ScriptedModel, tool_reply
 from contextfold.workspace import MemoryWorkspace
+
+from .rel_support import (
+    Added,
+    adder_toolkit,
+    assert_nothing_lost,
+    assert_provider_valid,
+    filler,
+    make_agent,
+    offloaded,
+    record,
+    scripted,
+    summary_fields,
+)
 
 FIELDS = summary_fields("fault")
 BAD_JSON = ChatResponse(

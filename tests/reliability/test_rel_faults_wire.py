@@ -1,11 +1,11 @@
 """Wire-level model faults through the real OpenAI and Anthropic SDK adapters.
 
-The adapters talk to :class:`rel_wire.FakeServer` over ``httpx2.MockTransport``; a fault is
-injected into the reasoning call (whole-body or streamed) or into the summary call of an
-automatic compression. Each must end in a retry, an error result the model reads, a
-fallback to truncation, or a contextfold exception to the caller; afterwards the state is
-provider-valid, nothing in the history is lost, and the next reply works.
-"""
+The adapters talk to :class:`tests.model.model_fakes.FakeServer` over
+``httpx2.MockTransport``; a fault is injected into the reasoning call (whole-body or
+streamed) or into the summary call of an automatic compression. Each must end in a retry,
+an error result the model reads, a fallback to truncation, or a contextfold exception to
+the caller; afterwards the state is provider-valid, nothing in the history is lost, and
+the next reply works."""
 
 from __future__ import annotations
 
@@ -13,16 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from rel_support import (
-    Added,
-    assert_nothing_lost,
-    assert_provider_valid,
-    filler,
-    make_agent,
-    offloaded,
-    record,
-)
-from rel_wire import FakeServer
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
 
 from contextfold._exceptions import (
     AuthenticationError,
@@ -34,6 +27,17 @@ from contextfold.agent import Agent
 from contextfold.context import CompressionEvent, ContextConfig
 from contextfold.tool import Toolkit
 from contextfold.workspace import MemoryWorkspace
+from tests.model.model_fakes import FakeServer
+
+from .rel_support import (
+    Added,
+    assert_nothing_lost,
+    assert_provider_valid,
+    filler,
+    make_agent,
+    offloaded,
+    record,
+)
 
 # (context size, primes before a reply that compresses, primes that leave room to overflow)
 SIZES = {"openai": (4000, 3, 2), "anthropic": (5600, 2, 1)}

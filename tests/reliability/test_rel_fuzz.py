@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rel_support import SOAK, record, scripted, summary_fields
 
 from contextfold._exceptions import MessageFormatError, StructuredOutputError
 from contextfold.context import DEFAULT_SUMMARY_TEMPLATE, SummarySchema, safe_format
@@ -38,6 +37,8 @@ from contextfold.message import (
 from contextfold.replay import load_any, load_trajectory
 from contextfold.tool import readback_tools
 from contextfold.workspace import LocalWorkspace
+
+from .rel_support import SOAK, record, scripted, summary_fields
 
 EXAMPLES = 100 * SOAK
 FUZZ = settings(

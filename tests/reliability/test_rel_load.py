@@ -16,7 +16,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from rel_support import (
+
+from contextfold.agent import Agent
+from contextfold.context import ContextConfig, TruncationEvent
+from contextfold.tool import Toolkit
+from contextfold.workspace import BaseWorkspace, LocalWorkspace, PostgresWorkspace
+
+from .rel_support import (
     Added,
     assert_nothing_lost,
     assert_provider_valid,
@@ -28,11 +34,6 @@ from rel_support import (
     scripted,
     smart_script,
 )
-
-from contextfold.agent import Agent
-from contextfold.context import ContextConfig, TruncationEvent
-from contextfold.tool import Toolkit
-from contextfold.workspace import BaseWorkspace, LocalWorkspace, PostgresWorkspace
 
 SESSIONS = 100
 TURNS = 8

@@ -1,6 +1,6 @@
 """Secrets: an API key never shows up in logs, offloaded files, events, state or errors.
 
-The real SDK adapters are built with ``rel_wire.SECRET`` and pointed at a fake server
+The real SDK adapters are built with ``tests.model.model_fakes.SECRET`` and pointed at a fake server
 that answers with errors quoting the key (as OpenAI's 401 does), 5xx, timeouts and cut
 streams. Everything observable is collected and searched for the key and its tail.
 """
@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rel_support import filler, make_agent, record
-from rel_wire import SECRET, FakeServer
+
+pytest.importorskip("openai", reason="needs contextfold[openai]")
+pytest.importorskip("anthropic", reason="needs contextfold[anthropic]")
 
 from contextfold._exceptions import ContextfoldError
 from contextfold.context import ContextConfig
 from contextfold.workspace import LocalWorkspace
+from tests.model.model_fakes import SECRET, FakeServer
+
+from .rel_support import filler, make_agent, record
 
 NEEDLES = (SECRET, SECRET[12:])  # the key, and its tail should a prefix be kept
 

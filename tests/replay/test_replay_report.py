@@ -27,6 +27,7 @@ def result(swe_files: list[Path]) -> ReplayResult:
 
 @pytest.fixture(scope="module")
 def report(result: ReplayResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("plotly", reason="the report needs contextfold[report]")
     return write_report(result, tmp_path_factory.mktemp("report") / "r.html")
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from token_helpers import reference_count
 
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock, ToolSpec, Usage
 from contextfold.token import AnthropicEstimator, CalibratedCounter, TokenCounter
+
+from .token_helpers import reference_count
 
 TOOLS = [ToolSpec(name="bash", description="Run a command")]
 

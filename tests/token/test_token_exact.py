@@ -7,9 +7,10 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from token_helpers import reference_count, swebench_texts
 
 from contextfold.token import OpenAITokenCounter
+
+from .token_helpers import reference_count, swebench_texts
 
 CORPUS = {
     "code": 'def f(x: int) -> int:\n    """Square."""\n    return x ** 2  # noqa\n'

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from token_helpers import reference_count
 
 from contextfold.message import (
     Base64Source,
@@ -24,6 +23,8 @@ from contextfold.message import (
     from_openai_messages,
 )
 from contextfold.token import OpenAITokenCounter, TokenCounter
+
+from .token_helpers import reference_count
 
 TAU = (
     Path(__file__).parents[2]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from token_helpers import reference_count
 
 from contextfold.token import OpenAITokenCounter, TokenSlicer
+
+from .token_helpers import reference_count
 
 LOG = "".join(f"line {i}: status=ok elapsed={i * 7 % 13}ms 上下文 🚀\n" for i in range(200))
 

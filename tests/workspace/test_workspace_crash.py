@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import workspace_proc
-from workspace_contract import run
 
 from contextfold.message import Msg
 from contextfold.workspace import BaseWorkspace
+
+from . import _ws_proc as workspace_proc
+from .builtin_contract import run
 
 ROUNDS = {"local": 30, "sqlite": 10, "postgres": 10}
 

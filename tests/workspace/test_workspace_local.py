@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, LocalWorkspace
+
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def local_backend(tmp_path: Path) -> Backend:
     )
 
 
-class TestLocalWorkspace(WorkspaceContract):
+class TestLocalWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self, local_backend: Backend) -> Backend:
         return local_backend
@@ -42,11 +44,12 @@ import os  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from workspace_contract import SECRET, image, run, snapshot  # noqa: E402
 
 from contextfold._exceptions import UnsafePathError  # noqa: E402
 from contextfold.message import Msg, ToolResultBlock  # noqa: E402
 from contextfold.tool import readback_tools  # noqa: E402
+
+from .builtin_contract import SECRET, image, run, snapshot  # noqa: E402
 
 
 async def test_layout_matches_the_spec(local_backend: Backend) -> None:

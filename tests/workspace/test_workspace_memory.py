@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, MemoryWorkspace
 
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
-class TestMemoryWorkspace(WorkspaceContract):
+
+class TestMemoryWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self) -> Backend:
         ws = MemoryWorkspace()

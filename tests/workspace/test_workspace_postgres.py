@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
 from contextfold._exceptions import MissingDependencyError
 from contextfold.message import Msg
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, PostgresWorkspace
 
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
-class TestPostgresWorkspace(WorkspaceContract):
+
+class TestPostgresWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self, pg_dsn: str, pg_prefix: str) -> Backend:
         async def new() -> BaseWorkspace:

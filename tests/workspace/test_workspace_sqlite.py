@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workspace_contract import Backend, WorkspaceContract
 
+from contextfold.testing import WorkspaceContract
 from contextfold.workspace import BaseWorkspace, SQLiteWorkspace
 
+from .builtin_contract import Backend, BuiltinWorkspaceTests
 
-class TestSQLiteWorkspace(WorkspaceContract):
+
+class TestSQLiteWorkspace(BuiltinWorkspaceTests, WorkspaceContract):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Backend:
         path = tmp_path / "ws.sqlite3"

@@ -1,7 +1,8 @@
 """Offload stores: where content that leaves the context is kept, and read back.
 
 Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceReader`` and
-``SessionStore``, and passes the same contract suite.
+``SessionStore``, and passes the same contract suite, which your own offloader can run
+too: :class:`contextfold.testing.WorkspaceContract`.
 """
 
 from ._base import BaseWorkspace

@@ -1,31 +1,23 @@
-"""Fixtures shared by the workspace tests: the contract module and a real PostgreSQL."""
+"""A throwaway PostgreSQL server on a unix socket, for runs without a configured one.
+
+Used by the ``pg_dsn`` fixture (when ``CONTEXTFOLD_TEST_PG_DSN`` is not set) and by
+``benchmarks/bench_workspace.py``.
+"""
 
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 
-HERE = Path(__file__).parent
-
-# Registered under a unique name so it cannot clash with other areas' helper modules.
-for _name, _file in (("workspace_proc", "_ws_proc.py"), ("workspace_contract", "contract.py")):
-    if _name not in sys.modules:
-        _spec = importlib.util.spec_from_file_location(_name, HERE / _file)
-        assert _spec is not None
-        assert _spec.loader is not None
-        _mod = importlib.util.module_from_spec(_spec)
-        sys.modules[_name] = _mod
-        _spec.loader.exec_module(_mod)
+class NoPostgresError(RuntimeError):
+    """The server binaries are not installed."""
 
 
 def _pg_bin() -> Path | None:
@@ -36,16 +28,12 @@ def _pg_bin() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """``CONTEXTFOLD_TEST_PG_DSN`` if set, else a throwaway server on a unix socket."""
-    dsn = os.environ.get("CONTEXTFOLD_TEST_PG_DSN")
-    if dsn:
-        yield dsn
-        return
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """Start a server in a temporary directory; yield its DSN; stop and delete it."""
     bindir = _pg_bin()
     if bindir is None:
-        pytest.skip(
+        raise NoPostgresError(
             "NO POSTGRESQL: set CONTEXTFOLD_TEST_PG_DSN or install the server "
             "(apt-get install postgresql) to run the PostgresWorkspace contract suite"
         )
@@ -72,9 +60,3 @@ def pg_dsn() -> Iterator[str]:
             capture_output=True,
         )
         shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-def pg_prefix() -> str:
-    """A fresh table prefix: each test gets its own empty tables."""
-    return f"t{uuid.uuid4().hex[:10]}_"
