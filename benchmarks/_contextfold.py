@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ __all__ = ["flatten", "make_workspace", "render", "run_session"]
 def _import() -> dict[str, Any]:
     try:
         from contextfold.agent import Agent
-        from contextfold.context import ContextConfig, summarize_items
+        from contextfold.context import ContextConfig, SummaryResult, summarize_items
         from contextfold.message import (
             HintBlock,
             Msg,
@@ -49,6 +48,7 @@ def _import() -> dict[str, Any]:
         "ScriptedModel": ScriptedModel,
         "Toolkit": Toolkit,
         "summarize_items": summarize_items,
+        "SummaryResult": SummaryResult,
     }
 
 
@@ -76,69 +76,17 @@ def flatten(msgs: list[Any]) -> list[tuple[str, str]]:
     return items
 
 
-_ENTRY = re.compile(r"^\[(user|assistant|system) [^\]\n]*\]\n", re.M)
-_PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.S)
-_CONVERSATION = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.S)
-# The markers `transcript_entry` puts before each non-text block of a message.
-_MARK = re.compile(
-    r"^\((?:tool call [^:\n]*: [^)\n]*|tool result [^:\n]*: [^)\n]*?(?: ERROR)?\)"
-    r"(?: \[[^\]\n]*\])?|thinking|runtime hint)\)? ",
-    re.M,
-)
-
-
-def _entry_items(role: str, body: str) -> list[tuple[str, str]]:
-    """One transcript entry as the items :func:`flatten` gives for the message itself."""
-    marks = list(_MARK.finditer(body))
-    items: list[tuple[str, str]] = []
-    prose = body[: marks[0].start()] if marks else body
-    if prose.strip():
-        items.append((role, prose.strip()))
-    for m, nxt in zip(marks, [*marks[1:], None], strict=False):
-        text = body[m.end() : nxt.start() if nxt is not None else len(body)].rstrip("\n")
-        head = m.group(0)
-        if head.startswith("(tool call"):
-            try:
-                args = json.loads(text)
-            except ValueError:
-                args = None
-            values = args.values() if isinstance(args, dict) else [text]
-            items.append(("assistant", "\n".join(str(v) for v in values)))
-        elif head.startswith("(tool result"):
-            items.append(("tool", text))
-        else:
-            items.append((role, text))
-    return items
-
-
-def summary_request_items(
-    msgs: list[Any],
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Our summarizer request as (previous summary items, compressed span items).
-
-    Our engine sends the span as one transcript (``[role name]`` entries inside
-    ``<conversation>``, the previous summary inside ``<previous-summary>``); this splits
-    it back into the neutral items :func:`flatten` gives for the messages themselves,
-    the same shape the AgentScope side hands the shared summarizer.
-    """
-    text = "\n".join(t for r, t in flatten(msgs) if r == "user")
-    previous = [("user", m.group(1)) for m in _PREVIOUS.finditer(text)]
-    conv = _CONVERSATION.search(text)
-    if conv is None:
-        items = [(r, t) for r, t in flatten(msgs) if r != "system"]
-        return previous, items
-    body = conv.group(1)
-    span: list[tuple[str, str]] = []
-    marks = list(_ENTRY.finditer(body))
-    for m, nxt in zip(marks, [*marks[1:], None], strict=False):
-        end = nxt.start() if nxt is not None else len(body)
-        span.extend(_entry_items(m.group(1), body[m.end() : end].strip("\n")))
-    return previous, span
+def summary_request_items(request: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """A ``SummaryRequest`` as (previous summary items, compressed span items): the neutral
+    items :func:`flatten` gives, the same shape the AgentScope side hands the shared
+    summarizer. The engine hands the summarizer the messages themselves, so nothing is
+    parsed back out of a prompt."""
+    previous = [] if request.previous is None else [("user", request.previous.text)]
+    return previous, flatten(list(request.messages))
 
 
 def render(msgs: list[Any], tools: list[Any]) -> str:
     """The same neutral request rendering as the AgentScope side uses."""
-    import json
 
     specs = [
         {"type": "function", "function": t.model_dump()} if hasattr(t, "model_dump") else t
@@ -205,10 +153,11 @@ async def run_session(
     template = cf["ContextConfig"]().summary_template
     summarize_items = cf["summarize_items"]
 
-    def script(request: Any) -> Any:
-        choice = request.tool_choice
-        if isinstance(choice, str) and choice not in ("auto", "none", "required"):
-            previous, span = summary_request_items(request.messages)
+    class SharedSummarizer:
+        """The shared extractive summarizer, through the engine's Summarizer seam."""
+
+        async def summarize(self, request: Any) -> Any:
+            previous, span = summary_request_items(request)
             fields = summarize_items(previous + span)
             compressions.append(
                 Compression(
@@ -216,7 +165,9 @@ async def run_session(
                     summary_text=_render_summary(template, fields),
                 )
             )
-            return fields
+            return cf["SummaryResult"](fields=fields)
+
+    def script(request: Any) -> Any:
         marks.append(mark_holder["mark"])
         if record:
             requests.append(render(request.messages, request.tools))
@@ -279,6 +230,7 @@ async def run_session(
                 toolkit=cf["Toolkit"]([bash]),
                 context_config=config,
                 offloader=offloader,
+                summarizer=SharedSummarizer(),
                 **extra,
             )
         except TypeError as exc:

@@ -8,7 +8,7 @@ Run: ``python benchmarks/bench_tokens.py`` (from the repo root; add ``src`` to
   tokenizer counting the same texts (toktok single-threaded and toktok on all cores,
   ``batch_count``; tiktoken ``encode_ordinary``). The ratio is ours / raw tokens per second.
 * Running total: a 10,000-message history built from the same messages; the median time
-  of one ``RunningTotal.append`` (counting the new message included) around 100 messages
+  of one ``ContextEngine.append`` (counting the new message included) around 100 messages
   and at the last 100 of 10,000, which repeat the same texts, and their ratio (1.0 means
   the cost does not grow with the history). For contrast, re-summing the whole
   history (with counts cached) per step.
@@ -28,8 +28,9 @@ import toktok
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from contextfold.context import ContextEngine  # noqa: E402
 from contextfold.message import Msg  # noqa: E402
-from contextfold.token import OpenAITokenCounter, RunningTotal, tiktoken_encoding  # noqa: E402
+from contextfold.token import OpenAITokenCounter, tiktoken_encoding  # noqa: E402
 
 RUNS = ROOT / "data" / "trajectories" / "swebench-verified-gemini3pro"
 ENCODING = "o200k_base"
@@ -97,11 +98,11 @@ def append_cost(messages: list[tuple[str, str]]) -> tuple[float, float, float, f
         return messages[j % len(messages)]
 
     history = [Msg(r, t, r) for r, t in map(source, range(HISTORY))]
-    ledger = RunningTotal(counter)
+    engine = ContextEngine(counter=counter, context_size=10**12)
     per_append: list[float] = []
     for msg in history:
         start = time.perf_counter_ns()
-        ledger.append(msg)
+        engine.append(msg)
         per_append.append(time.perf_counter_ns() - start)
     # Separately, so its heavy steps do not disturb the append timings: re-summing the
     # whole history per step (counts are cached by now, so this is the best case).
@@ -114,7 +115,7 @@ def append_cost(messages: list[tuple[str, str]]) -> tuple[float, float, float, f
     late = statistics.median(per_append[-WINDOW:])
     resum_early = statistics.median(per_resum[:WINDOW])
     resum_late = statistics.median(per_resum[WINDOW:])
-    assert ledger.total == sum(counter.count_message(m) for m in history)
+    assert engine.context_tokens == sum(counter.count_message(m) for m in history)
     return early, late, resum_early, resum_late
 
 
@@ -133,7 +134,7 @@ def main() -> None:
     print("\n| running total, per appended message | at ~100 msgs | at ~10,000 msgs | ratio |")
     print("|---|---:|---:|---:|")
     print(
-        f"| RunningTotal.append (median) | {early / 1e3:.1f} µs | {late / 1e3:.1f} µs "
+        f"| ContextEngine.append (median) | {early / 1e3:.1f} µs | {late / 1e3:.1f} µs "
         f"| {late / early:.2f} |"
     )
     print(

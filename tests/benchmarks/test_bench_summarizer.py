@@ -1,16 +1,15 @@
 """The benchmark harness's shared summarizer input and data loader (no AgentScope needed).
 
 Both systems are summarized by the library's ``summarize_items``; what the harness adds is
-turning our engine's summarizer request back into the neutral ``(role, text)`` items
-that AgentScope's messages flatten to.
+turning our engine's ``SummaryRequest`` into the neutral ``(role, text)`` items that
+AgentScope's messages flatten to.
 """
 
 from __future__ import annotations
 
 from benchmarks import _contextfold as driver
 from benchmarks import _data as data
-from contextfold.context import ContextConfig, summarize_items
-from contextfold.context._summarizer import transcript_entry
+from contextfold.context import ContextConfig, SummaryRequest, summarize_items
 from contextfold.context._summary import render_summary
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -45,11 +44,14 @@ MSGS = [
 ]
 
 
-def _request(msgs: list[Msg], previous: str | None = None) -> list[Msg]:
-    pieces = [] if previous is None else [f"<previous-summary>\n{previous}\n</previous-summary>"]
-    conversation = "\n\n".join(transcript_entry(m) for m in msgs)
-    pieces.append(f"<conversation>\n{conversation}\n</conversation>")
-    return [Msg("system", "Summarize.", "system"), Msg("user", "\n\n".join(pieces), "user")]
+def _request(msgs: list[Msg], previous: str | None = None) -> SummaryRequest:
+    return SummaryRequest(
+        messages=msgs,
+        previous=None if previous is None else Msg("summary", previous, "user"),
+        instructions="Summarize.",
+        hints=(),
+        schema=ContextConfig().summary_schema,
+    )
 
 
 def test_summary_keeps_paths_errors_and_functions() -> None:
@@ -80,7 +82,7 @@ def test_previous_summary_task_is_carried_over_in_either_heading_case() -> None:
         assert fields["task_overview"] == "Ship version 2 of the parser."
 
 
-def test_our_summary_request_reads_back_as_the_flattened_messages() -> None:
+def test_our_summary_request_gives_the_flattened_messages() -> None:
     previous, span = driver.summary_request_items(_request(MSGS))
     assert previous == []
     assert span == driver.flatten(MSGS)

@@ -92,8 +92,9 @@ _SINKS: ContextVar[Mapping[object, _Sink] | None] = ContextVar(
 class Agent:
     """A ReAct agent: reason (model call), act (tool calls), observe, repeat.
 
-    The model input of every step is built once by the context engine, in the spec's
-    three layers (system prompt, summary, context); what is counted is what is sent.
+    The model input of every step is built once by the context engine, in the three layers
+    of context-management.zh, section 概述 (system prompt, summary, context); what is counted
+    is what is sent.
 
     Example::
 
@@ -103,7 +104,7 @@ class Agent:
                       offloader=workspace)
         reply = await agent.reply(Msg("user", "...", "user"))
 
-    Beyond the spec's arguments: ``summarizer`` (a model, or any
+    Beyond the arguments of context-management.zh, section 配置 ContextConfig: ``summarizer`` (a model, or any
     :class:`~contextfold.context.Summarizer`, for summaries; default ``model``),
     ``middleware`` (outermost first), ``permissions``, ``skills_dir`` (default: the
     offloader's ``skills_dir`` when it has one), ``max_iters`` (reasoning steps per reply),
@@ -492,8 +493,9 @@ class Agent:
         call = ctx.call
         builtin = self._builtin.get(call.name)
         tool = builtin or self.toolkit.get(call.name)
-        # Built-ins touch only the agent's own state, so no rule may block them (the spec
-        # requires this for CompressContext); user tools go through the rules.
+        # Built-ins touch only the agent's own state, so no rule may block them
+        # (compress-context.zh, section 自主压缩, requires it for CompressContext); user
+        # tools go through the rules.
         if builtin is None and tool is not None and call.input_error is None:
             refusal = await self.permissions.check(call)
             if refusal is not None:

@@ -110,13 +110,13 @@ class ContextConfig(BaseModel):
     summary_schema: dict[str, Any] = Field(default_factory=SummarySchema.model_json_schema)
     """JSON Schema of the structured summary."""
 
-    # Beyond the spec.
+    # Beyond compress-context.zh, section 配置压缩 (Configuring compression).
     summary_attempts: int = Field(default=3, ge=1, le=10)
     """Summary generation attempts before fallback."""
 
     truncation_keep: Literal["head_tail", "head"] = "head_tail"
     """What a truncated tool result keeps: its head and tail (default, since errors and
-    final lines usually sit at the end) or its head only, as the reference does."""
+    final lines usually sit at the end) or its head only, as AgentScope does."""
 
     @model_validator(mode="after")
     def _reserve_below_trigger(self) -> ContextConfig:

@@ -45,7 +45,7 @@ class Usage(BaseModel):
 
 
 class Msg(BaseModel):
-    """A message. ``Msg("user", "hello", "user")`` works positionally, as in the spec.
+    """A message. ``Msg("user", "hello", "user")`` works positionally, as in context-management.zh's examples.
 
     Treat a message as immutable once it is in an agent's context: token counts are
     cached per message, so changes go through ``model_copy(update=...)`` instead.
