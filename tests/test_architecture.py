@@ -29,6 +29,7 @@ LAYERS = {
     "replay": 7,
     "testing": 8,
     "cli": 8,
+    "integrations": 8,
     "__init__": 9,
 }
 

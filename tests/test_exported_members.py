@@ -26,6 +26,8 @@ PACKAGES = [
     "contextfold.middleware",
     "contextfold.replay",
     "contextfold.testing",
+    "contextfold.integrations",
+    "contextfold.integrations.langchain",
 ]
 
 

@@ -1,0 +1,184 @@
+"""HistoryFolder: the engine behind a framework's own message history.
+
+Frameworks keep their history and hand all of it to a hook before every model call. The
+folder feeds the engine only what is new since the last call (tool results through
+``add_tool_results``, so they are truncated and offloaded), asks it for the next model
+input, and converts that back, reusing the framework's own objects for every message the
+engine did not change. A :class:`Codec` is the only framework-specific part.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from ..context import (
+    CompressionEvent,
+    ContextEngine,
+    ContextEvent,
+    ContextEventHandler,
+    ImageRemovalEvent,
+    ModelInput,
+    TruncationEvent,
+)
+from ..message import READBACK_KEY, Marker, Msg, ToolResultBlock, ToolSpec, marker_of
+
+__all__ = ["Codec", "Folded", "HistoryFolder", "mark_readback"]
+
+T = TypeVar("T")
+
+_CHANGES = (CompressionEvent, TruncationEvent, ImageRemovalEvent)
+
+
+class Codec(Protocol[T]):
+    """How one framework's history items become ``Msg`` objects and back."""
+
+    def key(self, item: T) -> Hashable:
+        """A value that changes when the item is replaced (an id, or the item's content)."""
+        ...
+
+    def to_msgs(self, items: Sequence[T]) -> list[tuple[Msg, list[T]]]:
+        """Consecutive items as messages, each with the items it was made from."""
+        ...
+
+    def from_msg(self, msg: Msg) -> list[T]:
+        """A message the engine made or changed, as new framework items."""
+        ...
+
+
+@dataclass
+class Folded(Generic[T]):
+    """One call's result: what to send, what the history should now hold, what happened."""
+
+    request: list[T]
+    """Items to send to the model: summary, kept context, and the usage note if any."""
+    history: list[T]
+    """Summary and kept context without the usage note: the history to store."""
+    model_input: ModelInput
+    events: list[ContextEvent] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the engine compressed, truncated or removed images in this call."""
+        return any(isinstance(e, _CHANGES) for e in self.events)
+
+
+def mark_readback(msg: Msg, names: Iterable[str]) -> Msg:
+    """``msg`` with results of the read-back tools marked (they are not offloaded again)."""
+    wanted = set(names)
+    blocks = msg.blocks()
+    if not any(isinstance(b, ToolResultBlock) and b.name in wanted for b in blocks):
+        return msg
+    marked = [
+        b.model_copy(update={"metadata": {**b.metadata, READBACK_KEY: True}})
+        if isinstance(b, ToolResultBlock) and b.name in wanted
+        else b
+        for b in blocks
+    ]
+    return msg.model_copy(update={"content": marked})
+
+
+class HistoryFolder(Generic[T]):
+    """One conversation: its engine, and which framework items it has already seen.
+
+    ``rewrites_history`` says whether the framework stores what :meth:`fold` returns as
+    its history (LangGraph state, Pydantic AI) or keeps its own full history and only
+    sends the folded one (the Agents SDK's input filter). A history that no longer
+    extends what was seen (edited, or another conversation) is read again from the
+    start; a summary item made by an earlier folder becomes the engine's summary.
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        codec: Codec[T],
+        *,
+        rewrites_history: bool,
+        readback_names: Iterable[str] = (),
+        on_event: ContextEventHandler | None = None,
+    ) -> None:
+        self.engine = engine
+        self.codec = codec
+        self.rewrites_history = rewrites_history
+        self.readback_names = frozenset(readback_names)
+        self._seen = 0
+        self._last: Hashable = None
+        self._origin: dict[str, list[T]] = {}
+        self._events: list[ContextEvent] = []
+        forward = on_event if on_event is not None else engine.on_event
+
+        async def collect(event: ContextEvent) -> None:
+            self._events.append(event)
+            if forward is not None:
+                result = forward(event)
+                if inspect.isawaitable(result):
+                    await result
+
+        engine.on_event = collect
+
+    async def fold(
+        self, history: Sequence[T], system_prompt: str, tools: Sequence[ToolSpec] = ()
+    ) -> Folded[T]:
+        """Feed the new items, prepare the next input (compressing if needed), convert back."""
+        self._events = []
+        if not self._extends(history):
+            self._restart(history)
+        else:
+            await self._feed(history[self._seen :])
+        model_input = await self.engine.prepare(system_prompt, tools)
+        stored = [] if model_input.summary is None else [model_input.summary]
+        stored.extend(self.engine.context)
+        history_items = self._items(stored)
+        request = list(history_items)
+        for msg in model_input.context[len(self.engine.context) :]:
+            request.extend(self.codec.from_msg(msg))  # the usage note, never stored
+        self._origin = {m.id: self._origin[m.id] for m in stored}
+        kept = history_items if self.rewrites_history else list(history)
+        self._seen = len(kept)
+        self._last = self.codec.key(kept[-1]) if kept else None
+        return Folded(request, history_items, model_input, list(self._events))
+
+    def _extends(self, history: Sequence[T]) -> bool:
+        if len(history) < self._seen:
+            return False
+        return self._seen == 0 or self.codec.key(history[self._seen - 1]) == self._last
+
+    def _restart(self, history: Sequence[T]) -> None:
+        pairs = self.codec.to_msgs(history)
+        summary: Msg | None = None
+        if pairs and marker_of(pairs[0][0]) is Marker.SUMMARY:
+            summary = pairs.pop(0)[0]
+            self._origin = {summary.id: list(history[: len(history) - _count(pairs)])}
+        else:
+            self._origin = {}
+        msgs = [mark_readback(m, self.readback_names) for m, _ in pairs]
+        self.engine.load(summary=summary, context=msgs)
+        for msg, (_, items) in zip(msgs, pairs, strict=True):
+            self._origin[msg.id] = items
+
+    async def _feed(self, items: Sequence[T]) -> None:
+        for msg, originals in self.codec.to_msgs(items):
+            msg = mark_readback(msg, self.readback_names)
+            if msg.tool_results:
+                stored = await self.engine.add_tool_results(msg)
+            else:
+                self.engine.append(msg)
+                stored = msg
+            if stored is msg:
+                self._origin[msg.id] = originals
+
+    def _items(self, msgs: Sequence[Msg]) -> list[T]:
+        out: list[T] = []
+        for msg in msgs:
+            items = self._origin.get(msg.id)
+            if items is None:
+                items = self.codec.from_msg(msg)
+                self._origin[msg.id] = items
+            out.extend(items)
+        return out
+
+
+def _count(pairs: list[tuple[Msg, list[T]]]) -> int:
+    return sum(len(items) for _, items in pairs)
