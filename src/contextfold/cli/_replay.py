@@ -15,6 +15,7 @@ from rich.table import Table
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
 from ..context import ContextConfig, Summarizer
 from ..replay import (
+    FORMATS,
     ReplayResult,
     RunResult,
     Trajectory,
@@ -100,6 +101,13 @@ def replay(
         int | None, typer.Option("--limit", min=1, help="Replay at most this many runs.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print the totals only.")] = False,
+    recording_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="The recordings' format (" + ", ".join(FORMATS) + "); detected by default.",
+        ),
+    ] = None,
 ) -> None:
     """Replay recorded agent runs as if the agent had used contextfold, and measure it.
 
@@ -121,7 +129,7 @@ def replay(
     model = _summarizer(summarizer, base_url)
     try:
         with err.status("Loading recordings..."):
-            loaded = load_recordings(paths)
+            loaded = load_recordings(paths, format=recording_format)
     except FileNotFoundError as exc:
         raise _usage_error(f"{exc}; check the path", "'PATH'") from exc
     except MessageFormatError as exc:

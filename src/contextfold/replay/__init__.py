@@ -12,9 +12,17 @@ from ._report import write_report
 from ._runner import replay_run, replay_runs, tools_of
 from ._sources import LoadedRecordings, find_recordings, load_recordings
 from ._summarizers import summarizer_from_string
-from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
+from ._trajectory import (
+    FORMATS,
+    Trajectory,
+    load_any,
+    load_msg_jsonl,
+    load_openai_runs,
+    load_trajectory,
+)
 
 __all__ = [
+    "FORMATS",
     "LoadedRecordings",
     "ReplayResult",
     "ReplayTotals",

@@ -12,12 +12,13 @@ from ._trajectory import Trajectory, load_any
 
 __all__ = ["LoadedRecordings", "find_recordings", "load_recordings"]
 
-_SUFFIXES = (".json", ".jsonl")
+_SUFFIXES = (".json", ".jsonl", ".traj")
 
 
 def find_recordings(paths: Iterable[str | Path]) -> list[Path]:
     """The files to load: each file as given, and every ``*.json`` / ``*.jsonl`` (which
-    includes ``*.traj.json``) under each directory, recursively, sorted.
+    includes ``*.traj.json``, and SWE-agent's ``*.traj``) under each directory, recursively,
+    sorted.
 
     Raises ``FileNotFoundError`` naming a path that does not exist.
     """
@@ -44,19 +45,20 @@ class LoadedRecordings:
     """``(file, why)`` for files found in a directory that are not recordings."""
 
 
-def load_recordings(paths: Iterable[str | Path]) -> LoadedRecordings:
+def load_recordings(paths: Iterable[str | Path], *, format: str | None = None) -> LoadedRecordings:
     """Load every recording under ``paths`` (see :func:`find_recordings`).
 
     A file named explicitly must be a recording: otherwise ``MessageFormatError`` names it
     and the accepted formats. A file found in a directory that is not one is skipped, with
     the reason in :attr:`LoadedRecordings.skipped` (directories often hold other JSON).
+    ``format`` (one of :data:`~contextfold.replay.FORMATS`) skips detection.
     """
     given = [Path(p) for p in paths]
     explicit = {p for p in given if not p.is_dir()}
     loaded = LoadedRecordings()
     for file in find_recordings(given):
         try:
-            runs = load_any(file)
+            runs = load_any(file, format=format)
         except (MessageFormatError, OSError, UnicodeDecodeError) as exc:
             if file in explicit:
                 if isinstance(exc, MessageFormatError):

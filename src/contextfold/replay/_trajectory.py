@@ -30,8 +30,21 @@ from ..message import (
     from_openai_messages,
     msgs_from_jsonl,
 )
+from ._formats import (
+    is_atif,
+    is_claude_code,
+    is_codex,
+    is_openhands,
+    is_swe_agent,
+    load_atif,
+    load_claude_code,
+    load_codex,
+    load_openhands,
+    load_swe_agent,
+)
 
 __all__ = [
+    "FORMATS",
     "Trajectory",
     "load_any",
     "load_msg_jsonl",
@@ -49,7 +62,8 @@ _SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
 _FORMATS = (
     "mini-swe-agent .traj.json, a JSON list of tau-bench style runs (objects with 'traj'), "
-    "a JSON list of OpenAI messages, or JSONL of Msg objects"
+    "a JSON list of OpenAI messages, JSONL of Msg objects, Claude Code session JSONL, Codex "
+    "rollout JSONL, OpenHands output.jsonl, SWE-agent .traj, ATIF trajectory JSON"
 )
 
 
@@ -263,26 +277,143 @@ def load_msg_jsonl(path: str | Path) -> Trajectory:
     return _split_system(msgs, instance_id=path.stem, info={}, fmt="msg-jsonl")
 
 
-def load_any(path: str | Path) -> list[Trajectory]:
-    """Load any supported recording, telling the format from the content.
+FORMATS = (
+    "mini-swe-agent",
+    "openai-runs",
+    "openai",
+    "msg-jsonl",
+    "claude-code",
+    "codex",
+    "openhands",
+    "swe-agent",
+    "atif",
+)
+"""What ``load_any(..., format=...)`` and ``contextfold replay --format`` accept."""
 
-    Raises ``MessageFormatError`` naming the file and the accepted formats otherwise.
+
+def load_any(path: str | Path, *, format: str | None = None) -> list[Trajectory]:
+    """Load any supported recording (:data:`FORMATS`), telling the format from the content
+    unless ``format`` names it.
+
+    Raises ``MessageFormatError`` naming the file and the formats it knows otherwise.
     """
     path = Path(path)
+    if format is not None and format not in FORMATS:
+        raise MessageFormatError(
+            f"unknown format {format!r}; accepted formats: {', '.join(FORMATS)}"
+        )
     if path.suffix == ".jsonl":
-        return [load_msg_jsonl(path)]
+        return _load_jsonl(path, format)
     data = _read_json(path)
-    if _is_mini_swe(data):
+    found = format or _detect_json(data)
+    if found == "mini-swe-agent" and _is_mini_swe(data):
         return [_mini_swe(data, path, include_reasoning=False)]
-    if _is_openai_runs(data):
+    if found == "openai-runs" and _is_openai_runs(data):
         return load_openai_runs(path)
-    if isinstance(data, list) and data and all(isinstance(m, dict) and "role" in m for m in data):
+    if found == "atif" and is_atif(data):
+        system, msgs = load_atif(data, path)
+        info = {k: data[k] for k in ("agent", "final_metrics") if k in data}
+        sid = str(data.get("session_id") or path.stem)
+        return [Trajectory(instance_id=sid, system=system, messages=msgs, info=info, format="atif")]
+    if found == "swe-agent" and is_swe_agent(data):
+        system, msgs, version = load_swe_agent(data, path)
+        info = {"version": version, **(data.get("info") or {})}
+        name = path.name.removesuffix(".traj")
+        return [
+            Trajectory(
+                instance_id=name, system=system, messages=msgs, info=info, format="swe-agent"
+            )
+        ]
+    if found == "openai" and _is_openai_list(data):
         try:
             msgs = from_openai_messages(data)
         except MessageFormatError as exc:
             raise MessageFormatError(f"{path}: {exc}") from exc
         return [_split_system(msgs, instance_id=path.stem, info={}, fmt="openai")]
-    raise MessageFormatError(f"{path}: unrecognised recording; accepted formats: {_FORMATS}")
+    raise MessageFormatError(_unrecognised(path, format))
+
+
+def _detect_json(data: Any) -> str | None:
+    if _is_mini_swe(data):
+        return "mini-swe-agent"
+    if _is_openai_runs(data):
+        return "openai-runs"
+    if is_atif(data):
+        return "atif"
+    if is_swe_agent(data):
+        return "swe-agent"
+    if _is_openai_list(data):
+        return "openai"
+    return None
+
+
+def _is_openai_list(data: Any) -> bool:
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(m, dict) and "role" in m for m in data)
+    )
+
+
+def _load_jsonl(path: Path, format: str | None) -> list[Trajectory]:
+    if format in (None, "msg-jsonl"):
+        try:
+            return [load_msg_jsonl(path)]
+        except MessageFormatError:
+            if format is not None:
+                raise
+    rows = _jsonl_rows(path, format)
+    if format in (None, "claude-code") and is_claude_code(rows):
+        msgs = load_claude_code(path, rows)
+        sid = next((str(r["sessionId"]) for r in rows if "sessionId" in r), path.stem)
+        return [_split_system(msgs, instance_id=sid, info={}, fmt="claude-code")]
+    if format in (None, "codex") and is_codex(rows):
+        system, msgs = load_codex(path, rows)
+        meta: Any = next((r["payload"] for r in rows if r.get("type") == "session_meta"), {})
+        sid = str(meta.get("id") or path.stem) if isinstance(meta, dict) else path.stem
+        return [Trajectory(instance_id=sid, system=system, messages=msgs, format="codex")]
+    if format in (None, "openhands") and is_openhands(rows):
+        runs = []
+        for row in rows:
+            system, msgs = load_openhands(row, path)
+            info = {"metrics": row.get("metrics")} if row.get("metrics") is not None else {}
+            runs.append(
+                Trajectory(
+                    instance_id=str(row["instance_id"]),
+                    system=system,
+                    messages=msgs,
+                    info=info,
+                    format="openhands",
+                )
+            )
+        return runs
+    raise MessageFormatError(_unrecognised(path, format))
+
+
+def _jsonl_rows(path: Path, format: str | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise MessageFormatError(
+                f"{path}:{n}: not a JSON line ({exc}); {_known(format)}"
+            ) from exc
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _unrecognised(path: Path, format: str | None) -> str:
+    if format is not None:
+        return f"{path}: not a {format} recording"
+    return f"{path}: unrecognised recording; {_known(None)}"
+
+
+def _known(format: str | None) -> str:
+    return "accepted formats: " + ", ".join(FORMATS) + f" ({_FORMATS})"
 
 
 def _read_json(path: Path) -> Any:
