@@ -14,20 +14,23 @@ from contextfold.context import (
     TruncationEvent,
 )
 from contextfold.message import Msg
+from contextfold.testing import check_requests_valid
 from contextfold.workspace import MemoryWorkspace
 from tests.llama_server_process import LLAMA_CONTEXT
 
+from .recording import RequestLog
+
 DETAIL = "ERR-7731 in src/pkg/mod.py:42"
-CONTEXT_SIZE = 1400
+CONTEXT_SIZE = 2400
 CONFIG = ContextConfig(trigger_ratio=0.8, reserve_ratio=0.2, tool_result_limit=250)
 SYSTEM = "You investigate logs with the tools. Answer briefly."
 NOTES = "\n".join(
     f"- service {i} was deployed on day {i % 7} and its logs are named log{i % 4}"
-    for i in range(24)
+    for i in range(56)
 )
-TASK = f"Read log0 and find its error code, then read logs 1, 2 and 3.\n\nNotes:\n{NOTES}"
+TASK = f"Read log0 and find its error code, then read logs 1 to 5.\n\nNotes:\n{NOTES}"
 """The task with notes long enough that the first compression has something to fold
-(the read-back tools' schemas alone are ~600 of the 1,400 tokens)."""
+(the tools' schemas are ~600 of the 2,400 tokens, a summary up to 720)."""
 MARKER_REF = re.compile(r"You can refer to the file in '([^']+)'")
 
 
@@ -81,7 +84,7 @@ class Plan:
     compressions (at least one) that the later logs cause."""
 
     tools: list[str] = field(
-        default_factory=lambda: ["read_log", "Read", "read_log", "read_log", "read_log", "none"]
+        default_factory=lambda: ["read_log", "Read", *["read_log"] * 5, "none"]
     )
     calls: int = 0
     events: list[ContextEvent] = field(default_factory=list)
@@ -123,3 +126,14 @@ def readback_results(requests: list[list[Msg]]) -> list[str]:
         for result in msg.tool_results
         if result.name == "Read"
     ]
+
+
+def check_plan_ran(plan: Plan, log: RequestLog) -> None:
+    """Inside the framework's loop: one request per planned call, every log truncated, at
+    least one compression, the cut detail read back and sent, every request valid."""
+    assert len(log.bodies) == len(plan.tools)
+    assert len(plan.truncations) == plan.tools.count("read_log")
+    assert plan.compressions, "no compression inside the loop"
+    requests = log.requests()
+    assert any(DETAIL in text for text in readback_results(requests))
+    check_requests_valid(requests)

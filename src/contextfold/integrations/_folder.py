@@ -106,6 +106,7 @@ class HistoryFolder(Generic[T]):
         self._seen = 0
         self._last: Hashable = None
         self._origin: dict[str, list[T]] = {}
+        self._pending: dict[str, str] = {}  # names of calls whose result has not come yet
         self._events: list[ContextEvent] = []
         forward = on_event if on_event is not None else engine.on_event
 
@@ -123,10 +124,10 @@ class HistoryFolder(Generic[T]):
     ) -> Folded[T]:
         """Feed the new items, prepare the next input (compressing if needed), convert back."""
         self._events = []
-        if not self._extends(history):
-            self._restart(history)
+        if self._seen and self._extends(history):
+            await self._feed(self.codec.to_msgs(history[self._seen :]))
         else:
-            await self._feed(history[self._seen :])
+            await self._restart(history)
         model_input = await self.engine.prepare(system_prompt, tools)
         stored = [] if model_input.summary is None else [model_input.summary]
         stored.extend(self.engine.context)
@@ -143,24 +144,21 @@ class HistoryFolder(Generic[T]):
     def _extends(self, history: Sequence[T]) -> bool:
         if len(history) < self._seen:
             return False
-        return self._seen == 0 or self.codec.key(history[self._seen - 1]) == self._last
+        return self.codec.key(history[self._seen - 1]) == self._last
 
-    def _restart(self, history: Sequence[T]) -> None:
+    async def _restart(self, history: Sequence[T]) -> None:
         pairs = self.codec.to_msgs(history)
         summary: Msg | None = None
+        self._origin, self._pending = {}, {}
         if pairs and marker_of(pairs[0][0]) is Marker.SUMMARY:
-            summary = pairs.pop(0)[0]
-            self._origin = {summary.id: list(history[: len(history) - _count(pairs)])}
-        else:
-            self._origin = {}
-        msgs = [mark_readback(m, self.readback_names) for m, _ in pairs]
-        self.engine.load(summary=summary, context=msgs)
-        for msg, (_, items) in zip(msgs, pairs, strict=True):
-            self._origin[msg.id] = items
+            summary, items = pairs.pop(0)
+            self._origin[summary.id] = items
+        self.engine.load(summary=summary, context=[])
+        await self._feed(pairs)
 
-    async def _feed(self, items: Sequence[T]) -> None:
-        for msg, originals in self.codec.to_msgs(items):
-            msg = mark_readback(msg, self.readback_names)
+    async def _feed(self, pairs: Sequence[tuple[Msg, list[T]]]) -> None:
+        for msg, originals in pairs:
+            msg = mark_readback(self._named(msg), self.readback_names)
             if msg.tool_results:
                 stored = await self.engine.add_tool_results(msg)
             else:
@@ -168,6 +166,24 @@ class HistoryFolder(Generic[T]):
                 stored = msg
             if stored is msg:
                 self._origin[msg.id] = originals
+
+    def _named(self, msg: Msg) -> Msg:
+        """Tool results named after their calls (some formats name only the call)."""
+        for call in msg.tool_calls:
+            self._pending[call.id] = call.name
+        results = msg.tool_results
+        if not results:
+            return msg
+        names = {r.id: r.name or self._pending.get(r.id, "") for r in results}
+        for r in results:
+            self._pending.pop(r.id, None)
+        if all(r.name == names[r.id] for r in results):
+            return msg
+        blocks = [
+            b.model_copy(update={"name": names[b.id]}) if isinstance(b, ToolResultBlock) else b
+            for b in msg.blocks()
+        ]
+        return msg.model_copy(update={"content": blocks})
 
     def _items(self, msgs: Sequence[Msg]) -> list[T]:
         out: list[T] = []
@@ -178,7 +194,3 @@ class HistoryFolder(Generic[T]):
                 self._origin[msg.id] = items
             out.extend(items)
         return out
-
-
-def _count(pairs: list[tuple[Msg, list[T]]]) -> int:
-    return sum(len(items) for _, items in pairs)
