@@ -28,6 +28,9 @@ PACKAGES = [
     "contextfold.testing",
     "contextfold.integrations",
     "contextfold.integrations.langchain",
+    "contextfold.integrations.openai_agents",
+    "contextfold.integrations.pydantic_ai",
+    "contextfold.integrations.otel",
 ]
 
 
