@@ -37,7 +37,9 @@ class ServerFailed(RuntimeError):
 
 
 @contextmanager
-def llama_server_process(gguf: Path, log: Path, *, startup_timeout: float = 120) -> Iterator[str]:
+def llama_server_process(
+    gguf: Path, log: Path, *, startup_timeout: float = 120, n_ctx: int = LLAMA_CONTEXT
+) -> Iterator[str]:
     """Start ``python -m llama_cpp.server``; yield its base URL; stop it on exit."""
     port = free_port()
     command = [
@@ -46,7 +48,7 @@ def llama_server_process(gguf: Path, log: Path, *, startup_timeout: float = 120)
         "--chat_format", "chatml-function-calling",
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--n_ctx", str(LLAMA_CONTEXT),
+        "--n_ctx", str(n_ctx),
         "--verbose", "False",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
