@@ -104,8 +104,9 @@ class Agent:
                       offloader=workspace)
         reply = await agent.reply(Msg("user", "...", "user"))
 
-    Beyond the arguments of context-management.zh, section 配置 ContextConfig: ``summarizer`` (a model, or any
-    :class:`~contextfold.context.Summarizer`, for summaries; default ``model``),
+    Beyond the arguments of context-management.zh, section 配置 ContextConfig:
+    ``summarizer`` (a model, or any :class:`~contextfold.context.Summarizer`, for
+    summaries; default ``model``),
     ``middleware`` (outermost first), ``permissions``, ``skills_dir`` (default: the
     offloader's ``skills_dir`` when it has one), ``max_iters`` (reasoning steps per reply),
     ``session_id`` (default: random), ``tasks_enabled`` (TaskCreate/TaskUpdate/TaskList),

@@ -32,7 +32,8 @@ _ID_FILE = ".session_id"
 
 
 class LocalWorkspace(BaseWorkspace):
-    """Offloaded content under ``workdir``, in the layout of context-management.zh, section 使用 LocalWorkspace::
+    """Offloaded content under ``workdir``, in the layout of context-management.zh, section
+    使用 LocalWorkspace::
 
         {workdir}/sessions/{session}/context.jsonl          offloaded messages, appended
         {workdir}/sessions/{session}/tool_result-{id}.txt   one whole tool result each
