@@ -60,7 +60,13 @@ from ..tool import (
     run_tool,
     skills_prompt,
 )
-from ..workspace import Offloader, SessionStore, WorkspaceReader
+from ..workspace import (
+    LocalWorkspace,
+    MemoryWorkspace,
+    Offloader,
+    SessionStore,
+    WorkspaceReader,
+)
 from ._compress_tool import CompressContextTool
 from ._events import (
     AgentEvent,
@@ -114,6 +120,13 @@ class Agent:
     ``parallel_tool_calls``. Built-in tools shadow toolkit tools of the same name.
     Results of the read-back tools carry ``metadata[READBACK_KEY] = True``; the
     engine cuts them when over ``tool_result_limit`` without offloading a second copy.
+
+    Without an ``offloader`` the agent keeps what leaves the context in a
+    :class:`~contextfold.workspace.MemoryWorkspace` it can read back from (and save its
+    session state to): nothing is discarded. That memory holds each offloaded message and
+    tool result once, so it grows to about the size of the session's whole history, in
+    JSON (images and audio deduplicated by content); for long sessions or resuming in
+    another process pass a ``LocalWorkspace``, ``SQLiteWorkspace`` or ``PostgresWorkspace``.
     """
 
     def __init__(
@@ -137,6 +150,9 @@ class Agent:
     ) -> None:
         config = context_config or ContextConfig()
         config.check_buffer()
+        if offloader is None:
+            # Nothing is lost by default: what leaves the context stays readable in memory.
+            offloader = MemoryWorkspace()
         if max_iters < 1:
             raise ValueError(f"max_iters must be at least 1, got {max_iters}")
         self.name = name
@@ -145,8 +161,8 @@ class Agent:
         self.toolkit = toolkit if toolkit is not None else Toolkit()
         self.middleware = MiddlewareStack(middleware)
         self.permissions = permissions or Permissions()
-        if skills_dir is None and isinstance(getattr(offloader, "skills_dir", None), Path):
-            skills_dir = offloader.skills_dir  # type: ignore[union-attr]
+        if skills_dir is None and isinstance(offloader, LocalWorkspace):
+            skills_dir = offloader.skills_dir
         self.skills_dir = Path(skills_dir) if skills_dir is not None else None
         self.offloader = offloader
         self.max_iters = max_iters

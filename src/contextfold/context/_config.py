@@ -9,9 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "MIN_TOOL_RESULT_LIMIT",
     "ContextConfig",
     "SummarySchema",
 ]
+
+
+MIN_TOOL_RESULT_LIMIT = 100
+"""The smallest ``tool_result_limit``: room for the truncation marker, the read-back hint
+and a little of the result. A marker whose reference would take more than half the limit
+is written without the reference (the truncation event still carries it)."""
 
 
 class SummarySchema(BaseModel):
@@ -60,9 +67,12 @@ DEFAULT_SUMMARY_TEMPLATE = (
     "# Current state\n{current_state}\n\n"
     "# Important discoveries\n{important_discoveries}\n\n"
     "# Next steps\n{next_steps}\n\n"
-    "# Context to preserve\n{context_to_preserve}</system-reminder>"
+    "# Context to preserve\n{context_to_preserve}\n\n"
+    "{artifacts}</system-reminder>"
 )
-"""Default rendering of a summary; placeholders are the schema's field names."""
+"""Default rendering of a summary; placeholders are the schema's field names, and
+``{artifacts}`` is where the engine puts what it adds itself (the reference to the saved
+messages and the ledger)."""
 
 
 class ContextConfig(BaseModel):
@@ -84,8 +94,13 @@ class ContextConfig(BaseModel):
     reserve_ratio: float = Field(default=0.1, gt=0, lt=0.9)
     """After compression, recent messages within this share of the window stay verbatim."""
 
-    tool_result_limit: int = Field(default=50_000, gt=0)
-    """Largest tool result kept in context, in tokens; longer ones are truncated."""
+    tool_result_limit: int = Field(default=50_000, ge=MIN_TOOL_RESULT_LIMIT)
+    """Largest tool result kept in context, in tokens; longer ones are truncated. The
+    effective limit is also bounded by the window: a result is never kept larger than what
+    ``trigger_ratio x context_size`` leaves after the system prompt, the tools and the
+    summary (as of the last step), so the model always sees a fresh result before any
+    summary covers it. At least :data:`MIN_TOOL_RESULT_LIMIT`, so the truncation marker
+    always fits with some content."""
 
     max_image_num: int = Field(default=5, ge=0)
     """Most images kept in context; older ones leave with a placeholder. 0 keeps none."""
@@ -111,6 +126,10 @@ class ContextConfig(BaseModel):
     """JSON Schema of the structured summary."""
 
     # Beyond compress-context.zh, section 配置压缩 (Configuring compression).
+    ledger_ratio: float = Field(default=0.1, ge=0, le=0.3)
+    """Share of the window the artifact ledger may take in the summary (files, commands
+    with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
+
     summary_attempts: int = Field(default=3, ge=1, le=10)
     """Summary generation attempts before fallback."""
 

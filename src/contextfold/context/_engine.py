@@ -27,20 +27,23 @@ from ..message import (
 )
 from ..token import TokenCounter, UsageCalibration
 from ..workspace import DataOffloader, Offloader
-from ._config import ContextConfig
+from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
 from ._ledger import extract_ledger
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
-    cap_summary,
     compose_summary,
-    fallback_note,
+    fallback_summary,
+    ledger_budget,
     ledger_of,
     safe_format,
+    summary_budget,
     summary_msg,
     with_note,
 )
 from ._trim import (
+    MIN_KEPT_RESULT,
+    Escalation,
     ToolResultTruncator,
     choose_split,
     count_images,
@@ -64,7 +67,10 @@ from ._types import (
     UsageHintEvent,
 )
 
-__all__ = ["HINT_NAME", "ContextEngine"]
+__all__ = ["HINT_NAME", "ContextEngine", "newest_turn"]
+
+_CALL_ROOM = 64
+"""Tokens left beside a fresh result for the call that asked for it."""
 
 HINT_NAME = "runtime"
 """``Msg.name`` of the context-usage note, which is never stored in the context."""
@@ -122,6 +128,7 @@ class ContextEngine:
         self._system: tuple[str, Msg, int] | None = None
         self._tools: tuple[tuple[ToolSpec, ...], int] | None = None
         self._overhead: int | None = None
+        self._fixed = 0  # system prompt, tools and framing of the last step
 
     @property
     def summary(self) -> Msg | None:
@@ -178,7 +185,7 @@ class ContextEngine:
         cancelled before that step) or the whole message (if cancelled while events were
         being emitted); :attr:`last` tells which.
         """
-        truncator = self._truncator(self.config)
+        truncator = self._truncator(self.config, limit=self.result_limit())
         events: list[TruncationEvent] = []
         new_blocks: list[ContentBlock] = []
         for block in msg.blocks():
@@ -278,14 +285,16 @@ class ContextEngine:
     def _usage(self, system_prompt: str, tools: Sequence[ToolSpec]) -> ContextUsage:
         if self._overhead is None:
             self._overhead = self.counter.count_request([], ())
-        return ContextUsage(
+        usage = ContextUsage(
             system=self._system_msg(system_prompt)[1],
-            summary=self.counter.count_message(self._summary) if self._summary else 0,
+            summary=self._summary_tokens(),
             context=self._context_tokens,
             tools=self._tool_tokens(tools),
             overhead=self._overhead + self._calibration(system_prompt, tools),
             context_size=self.context_size,
         )
+        self._fixed = usage.system + usage.tools + usage.overhead
+        return usage
 
     def _calibration(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
         # Counters without a tokenizer correct their estimate by the usage the provider
@@ -300,9 +309,21 @@ class ContextEngine:
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
 
-    def _truncator(self, config: ContextConfig) -> ToolResultTruncator:
+    def result_limit(self) -> int:
+        """The largest tool result kept as it arrives: ``tool_result_limit``, bounded by
+        what ``trigger_ratio x context_size`` leaves after the system prompt, the tools and
+        the summary of the last step (never below ``MIN_TOOL_RESULT_LIMIT``)."""
+        room = self._trigger_tokens(self.config) - self._fixed - self._summary_tokens()
+        return max(MIN_TOOL_RESULT_LIMIT, min(self.config.tool_result_limit, room - _CALL_ROOM))
+
+    def _summary_tokens(self) -> int:
+        return self.counter.count_message(self._summary) if self._summary else 0
+
+    def _truncator(self, config: ContextConfig, *, limit: int | None = None) -> ToolResultTruncator:
         return ToolResultTruncator(
-            self.counter, limit=config.tool_result_limit, keep=config.truncation_keep
+            self.counter,
+            limit=config.tool_result_limit if limit is None else limit,
+            keep=config.truncation_keep,
         )
 
     # -- model input --------------------------------------------------------------
@@ -410,19 +431,20 @@ class ContextEngine:
         snapshot = list(self._context)
         tokens = [self.counter.count_message(m) for m in snapshot]
         safe = safe_boundaries(snapshot)
+        # The newest assistant turn and what answers it are kept whenever cutting its tool
+        # results can make it fit: a fresh result is not summarized before it was seen.
+        protect = self._protected(snapshot, tokens, usage, config)
         k = choose_split(tokens, safe, int(config.reserve_ratio * self.context_size))
         if k == 0 and request.force:
             k = choose_split(tokens, safe, sum(tokens) // 2)
+        k = min(k, protect)
         if k == 0:
-            logger.warning(
-                "context over its threshold (%d tokens) but nothing can be compressed: the "
-                "recent messages already fit reserve_ratio or are one pending tool exchange",
-                usage.total,
-            )
+            await self._cut_kept(snapshot, usage, config)
             return None
         compressed = snapshot[:k]
         previous = self._summary
         ledger = ledger_of(previous).merge(extract_ledger(compressed))
+        ledger = ledger.select(self.counter, ledger_budget(config, self.context_size))
         summary_request = SummaryRequest(
             messages=compressed,
             previous=previous,
@@ -448,9 +470,11 @@ class ContextEngine:
                     else "enable compression_fallback_to_truncation to drop the oldest "
                     "messages instead, or check the summarizer model"
                 )
+                attempts = _attempts(exc, config)
                 raise CompressionError(
-                    f"summary generation failed after {_attempts(exc, config)} attempt(s) "
-                    f"({type(exc).__name__}: {exc}); the context is unchanged: {advice}"
+                    f"summary generation failed after {attempts} attempt"
+                    f"{'' if attempts == 1 else 's'} ({type(exc).__name__}: {exc}); the "
+                    f"context is unchanged: {advice}"
                 ) from exc
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
@@ -459,6 +483,8 @@ class ContextEngine:
             text = compose_summary(
                 result.fields,
                 config=config,
+                counter=self.counter,
+                size=self.context_size,
                 ledger=ledger,
                 ref=ref,
                 compressed=len(compressed),
@@ -467,24 +493,24 @@ class ContextEngine:
             )
         else:
             assert error is not None
-            note = fallback_note(
+            text = fallback_summary(
                 removed=len(compressed),
                 ref=ref,
                 error=error,
                 previous=previous.text if previous is not None else None,
+                ledger=ledger,
+                counter=self.counter,
+                budget=summary_budget(config, self.context_size),
             )
-            text = "\n\n".join(p for p in (note, ledger.render()) if p)
-        text = cap_summary(text, counter=self.counter, config=config, size=self.context_size)
         summary = summary_msg(text, ledger, result.fields if result is not None else None)
-        escalation = await escalate(
-            [*snapshot[k:], *appended],
+        kept = [*snapshot[k:], *appended]
+        kept_tokens = [self.counter.count_message(m) for m in kept]
+        escalation = await self._escalate(
+            kept,
             summary_tokens=self.counter.count_message(summary),
-            fixed=usage.system + usage.tools + usage.overhead,
-            target=self._trigger_tokens(config),
-            counter=self.counter,
-            truncator=self._truncator(config),
-            offload_result=self._offload_result,
-            offload_context=self._offload_context,
+            usage=usage,
+            config=config,
+            keep_from=self._protected(kept, kept_tokens, usage, config),
         )
         if escalation.note is not None:
             summary = with_note(summary, escalation.note)
@@ -515,6 +541,63 @@ class ContextEngine:
         await self._emit(event)
         return event
 
+    def _protected(
+        self, snapshot: list[Msg], tokens: list[int], usage: ContextUsage, config: ContextConfig
+    ) -> int:
+        """Where the kept part must start at the latest: the newest turn, unless even with
+        its tool results cut it could not fit beside a full summary (then nothing)."""
+        start = newest_turn(snapshot)
+        cuttable = sum(
+            max(0, self.counter.count_text(r.text()) - MIN_KEPT_RESULT)
+            for m in snapshot[start:]
+            for r in m.tool_results
+        )
+        fixed = usage.system + usage.tools + usage.overhead
+        needed = fixed + summary_budget(config, self.context_size) + sum(tokens[start:]) - cuttable
+        return start if needed <= self._trigger_tokens(config) else len(snapshot)
+
+    async def _escalate(
+        self,
+        kept: list[Msg],
+        *,
+        summary_tokens: int,
+        usage: ContextUsage,
+        config: ContextConfig,
+        keep_from: int,
+    ) -> Escalation:
+        return await escalate(
+            kept,
+            summary_tokens=summary_tokens,
+            fixed=usage.system + usage.tools + usage.overhead,
+            target=self._trigger_tokens(config),
+            counter=self.counter,
+            truncator=self._truncator(config),
+            offload_result=self._offload_result,
+            offload_context=self._offload_context,
+            keep_from=keep_from,
+        )
+
+    async def _cut_kept(
+        self, snapshot: list[Msg], usage: ContextUsage, config: ContextConfig
+    ) -> None:
+        """Nothing can be compressed (only the newest turn is left): cut its oversized
+        tool results to fit the trigger instead, if that helps."""
+        escalation = await self._escalate(
+            snapshot, summary_tokens=usage.summary, usage=usage, config=config, keep_from=0
+        )
+        if not escalation.truncations:
+            logger.warning(
+                "context over its threshold (%d tokens) but nothing can be compressed: the "
+                "recent messages already fit reserve_ratio or are the newest turn",
+                usage.total,
+            )
+            return
+        late = self._context[len(snapshot) :]
+        self._context = [*escalation.context, *late]
+        self._context_tokens = sum(self.counter.count_message(m) for m in self._context)
+        for truncation in escalation.truncations:
+            await self._emit(truncation)
+
     # -- offload and events ---------------------------------------------------------
 
     async def _offload_context(self, msgs: list[Msg]) -> str | None:
@@ -535,6 +618,15 @@ class ContextEngine:
             result = self.on_event(event)
             if inspect.isawaitable(result):
                 await result
+
+
+def newest_turn(msgs: Sequence[Msg]) -> int:
+    """Where the newest turn starts: its last assistant message (with the tool results and
+    messages after it), or the last message when no assistant spoke."""
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "assistant":
+            return i
+    return max(len(msgs) - 1, 0)
 
 
 def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_enabled: bool) -> Msg:
