@@ -13,9 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
-from ..context import ContextConfig, Summarizer
+from ..context import MIN_TOOL_RESULT_LIMIT, ContextConfig, Summarizer
 from ..replay import (
     ReplayResult,
+    RequestDump,
     RunResult,
     Trajectory,
     load_recordings,
@@ -48,6 +49,19 @@ def _summarizer(spec: str, base_url: str | None) -> Summarizer:
         return summarizer_from_string(spec, base_url=base_url)
     except (ValueError, ContextfoldError, FileNotFoundError) as exc:
         raise _usage_error(str(exc), "'--summarizer'") from exc
+
+
+def _dump(directory: Path | None, format: str) -> RequestDump | None:
+    if format not in ("openai", "anthropic"):
+        raise _usage_error(
+            f"unknown format {format!r}; use 'openai' or 'anthropic'", "'--dump-format'"
+        )
+    if directory is None:
+        return None
+    try:
+        return RequestDump(directory, format="openai" if format == "openai" else "anthropic")
+    except OSError as exc:
+        raise _usage_error(f"cannot write to {directory}: {exc}", "'--dump-requests'") from exc
 
 
 def _check_plotly() -> None:
@@ -91,8 +105,27 @@ def replay(
     ] = None,
     tool_result_limit: Annotated[
         int | None,
-        typer.Option("--tool-result-limit", min=1, help="Truncate tool results above this."),
+        typer.Option(
+            "--tool-result-limit",
+            min=MIN_TOOL_RESULT_LIMIT,
+            help="Truncate tool results above this.",
+        ),
     ] = None,
+    dump_requests: Annotated[
+        Path | None,
+        typer.Option(
+            "--dump-requests",
+            file_okay=False,
+            help="Write every request (reasoning and summary calls) exactly as it would be "
+            "sent, one <run id>.jsonl file per run in this directory.",
+        ),
+    ] = None,
+    dump_format: Annotated[
+        str,
+        typer.Option(
+            "--dump-format", help="Wire form of --dump-requests: 'openai' or 'anthropic'."
+        ),
+    ] = "openai",
     tokenizer: Annotated[
         str, typer.Option("--count-as", help="Count tokens as this model does (its tokenizer).")
     ] = "gpt-4o",
@@ -119,6 +152,7 @@ def replay(
     )
     counter = counter_for_model(tokenizer)
     model = _summarizer(summarizer, base_url)
+    dump = _dump(dump_requests, dump_format)
     try:
         with err.status("Loading recordings..."):
             loaded = load_recordings(paths)
@@ -137,7 +171,7 @@ def replay(
             "'PATH'",
         )
     result = asyncio.run(
-        _run(runs, context_size, config, (summarizer, model), counter, workdir, err)
+        _run(runs, context_size, config, (summarizer, model), counter, workdir, err, dump)
     )
     if not quiet:
         out.print(_runs_table(result))
@@ -164,6 +198,7 @@ async def _run(
     counter: TokenCounter,
     workdir: Path | None,
     err: Console,
+    dump: RequestDump | None,
 ) -> ReplayResult:
     workspace: BaseWorkspace | None = None
     if workdir is not None:
@@ -197,6 +232,7 @@ async def _run(
             workspace=workspace,
             counter=counter,
             on_run=advance,
+            dump=dump,
         )
 
 

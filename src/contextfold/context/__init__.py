@@ -19,6 +19,7 @@ escalation, image limit).
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    MIN_TOOL_RESULT_LIMIT,
     ContextConfig,
     SummarySchema,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
     "HINT_NAME",
+    "MIN_TOOL_RESULT_LIMIT",
     "READBACK_HINT",
     "SUMMARY_NAME",
     "SUMMARY_TOOL",

@@ -49,6 +49,7 @@ from ._openai import (
     to_openai_tool_choice,
     to_openai_tools,
 )
+from ._requests import anthropic_request, openai_request
 from ._toolspec import ToolChoice, ToolSpec
 from ._validity import (
     Provider,
@@ -85,6 +86,7 @@ __all__ = [
     "URLSource",
     "Usage",
     "ValidityProblem",
+    "anthropic_request",
     "assert_provider_valid",
     "chatml_call_arguments",
     "chatml_message",
@@ -106,6 +108,7 @@ __all__ = [
     "marker_of",
     "msgs_from_jsonl",
     "msgs_to_jsonl",
+    "openai_request",
     "runtime_note",
     "to_anthropic_request",
     "to_anthropic_tool_choice",

@@ -16,10 +16,8 @@ from ..message import (
     ToolChoice,
     ToolSpec,
     Usage,
+    anthropic_request,
     from_anthropic_message,
-    to_anthropic_request,
-    to_anthropic_tool_choice,
-    to_anthropic_tools,
 )
 from ._response import (
     ChatResponse,
@@ -75,19 +73,13 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
     def _params(
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
     ) -> dict[str, Any]:
-        system, wire = to_anthropic_request(messages)
+        if tools and tool_choice is not None:
+            check_tool_choice(tool_choice, tools)
         params: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.max_tokens,
-            "messages": wire,
+            **anthropic_request(messages, tools, tool_choice if tools else None),
         }
-        if system:
-            params["system"] = system
-        if tools:
-            params["tools"] = to_anthropic_tools(tools)
-            if tool_choice is not None:
-                check_tool_choice(tool_choice, tools)
-                params["tool_choice"] = to_anthropic_tool_choice(tool_choice)
         if self.temperature is not None:
             params["temperature"] = self.temperature
         params.update(self.extra_params)

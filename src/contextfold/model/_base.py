@@ -6,7 +6,7 @@ import asyncio
 import json
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,12 +33,33 @@ from ._response import (
 if TYPE_CHECKING:
     from ..token import TokenCounter
 
-__all__ = ["DEFAULT_STRUCTURED_DESCRIPTION", "ChatModelBase", "StructuredAnswer"]
+__all__ = [
+    "DEFAULT_STRUCTURED_DESCRIPTION",
+    "ChatModelBase",
+    "ModelCall",
+    "ModelCallListener",
+    "StructuredAnswer",
+]
 
 _RETRYABLE = (RateLimitError, ServerError, ModelConnectionError)
 
 DEFAULT_STRUCTURED_DESCRIPTION = "Return the result as the arguments of this tool."
 """What the structured-output tool says when the caller gives no description."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One completed model call: what was sent and what came back."""
+
+    model: str
+    messages: Sequence[Msg]
+    tools: Sequence[ToolSpec]
+    tool_choice: ToolChoice | None
+    response: ChatResponse
+
+
+ModelCallListener = Callable[[ModelCall], None]
+"""Called after every completed call of a model (see :meth:`ChatModelBase.add_listener`)."""
 
 
 class ChatModelBase(ABC):
@@ -70,6 +91,7 @@ class ChatModelBase(ABC):
     ) -> None:
         if context_size <= 0:
             raise ValueError(f"context_size must be positive, got {context_size}")
+        self._listeners: list[ModelCallListener] = []
         self.model_name = model_name
         self.context_size = context_size
         self.max_retries = max_retries
@@ -128,7 +150,7 @@ class ChatModelBase(ABC):
                 continue
             if not response.content:
                 raise EmptyResponseError(f"{self.model_name} returned an empty response")
-            self._observe_usage(messages, tools, response)
+            self._completed(messages, tools, tool_choice, response)
             return response
 
     __call__ = generate
@@ -152,7 +174,7 @@ class ChatModelBase(ABC):
                 async for event in self._stream(messages, tools=tools, tool_choice=tool_choice):
                     started = True
                     if isinstance(event, ResponseCompleted):
-                        self._observe_usage(messages, tools, event.response)
+                        self._completed(messages, tools, tool_choice, event.response)
                     yield event
                 return
             except _RETRYABLE as exc:
@@ -161,13 +183,27 @@ class ChatModelBase(ABC):
                     raise
                 await self._backoff(attempt, exc)
 
-    def _observe_usage(
-        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], response: ChatResponse
+    def add_listener(self, listener: ModelCallListener) -> Callable[[], None]:
+        """Call ``listener`` after every completed call (structured-output attempts
+        included); returns a function that removes it. For recording requests as sent."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _completed(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+        response: ChatResponse,
     ) -> None:
         # Counters without a tokenizer (CalibratedCounter) learn from reported usage.
         counter = self.token_counter
         if isinstance(counter, UsageCalibration) and response.usage is not None:
             counter.observe(messages, tools, response.usage)
+        if self._listeners:
+            call = ModelCall(self.model_name, list(messages), list(tools), tool_choice, response)
+            for listener in list(self._listeners):
+                listener(call)
 
     async def _backoff(self, attempt: int, exc: Exception) -> None:
         delay = self.retry_base_delay * (2 ** (attempt - 1)) * (0.5 + random.random())

@@ -459,8 +459,15 @@ class LocalChatModel(ChatModelBase):
             + "Reply with only a JSON object matching this JSON schema:\n"
             + json.dumps(tool.parameters, ensure_ascii=False)
         )
-        prompt = chatml_prompt([*messages, Msg("system", instruction, "system"), *feedback])
-        done = await asyncio.to_thread(self._locked_json, prompt, tool.parameters)
+        sent = [*messages, Msg("system", instruction, "system"), *feedback]
+        done = await asyncio.to_thread(self._locked_json, chatml_prompt(sent), tool.parameters)
+        usage = Usage(
+            input_tokens=done.prompt_tokens,
+            output_tokens=done.completion_tokens,
+            cache_read_tokens=done.cached_tokens,
+        )
+        answer = ChatResponse(content=[TextBlock(text=done.text)], usage=usage)
+        self._completed(sent, (), None, answer)
         shown = (Msg(self.model_name, done.text, "assistant"),)
         try:
             value = json.loads(done.text)

@@ -7,6 +7,7 @@ compressions, truncations, tokens saved and offloaded, and prefix stability (see
 (the ``report`` extra).
 """
 
+from ._dump import DumpFormat, RequestDump, RunDump
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
 from ._report import write_report
 from ._runner import replay_run, replay_runs, tools_of
@@ -15,9 +16,12 @@ from ._summarizers import summarizer_from_string
 from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
 
 __all__ = [
+    "DumpFormat",
     "LoadedRecordings",
     "ReplayResult",
     "ReplayTotals",
+    "RequestDump",
+    "RunDump",
     "RunResult",
     "StepUsage",
     "Trajectory",

@@ -19,6 +19,7 @@ from ..context import (
 from ..message import DataBlock, Msg, ToolResultBlock, ToolSpec
 from ..token import TokenCounter, counter_for_model
 from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
+from ._dump import DumpingSummarizer, RequestDump
 from ._metrics import ReplayResult, RunResult, StepUsage
 from ._trajectory import Trajectory
 
@@ -89,6 +90,7 @@ async def replay_run(
     counter: TokenCounter | None = None,
     session_id: str | None = None,
     source: str = "",
+    dump: RequestDump | None = None,
 ) -> RunResult:
     """Replay one recorded run as if its agent had been running with contextfold.
 
@@ -98,9 +100,14 @@ async def replay_run(
     defaults to :class:`ExtractiveSummarizer`; the workspace to a fresh
     :class:`MemoryWorkspace` (an initialized one may be shared between runs). An error
     stops the run and is kept in :attr:`RunResult.error` with the steps measured so far.
-    See :mod:`contextfold.replay._metrics` for what each metric means.
+    See :mod:`contextfold.replay._metrics` for what each metric means. With ``dump``,
+    every request (reasoning and summary calls) is written as it would be sent.
     """
     counter = counter or counter_for_model("gpt-4o")
+    run_dump = dump.run(session_id or run.instance_id) if dump is not None else None
+    summarizer = summarizer or ExtractiveSummarizer()
+    if run_dump is not None:
+        summarizer = DumpingSummarizer(summarizer, run_dump, counter)
     if workspace is None:
         workspace = MemoryWorkspace()
         await workspace.initialize()
@@ -109,7 +116,7 @@ async def replay_run(
     engine = ContextEngine(
         counter=counter,
         context_size=context_size,
-        summarizer=summarizer or ExtractiveSummarizer(),
+        summarizer=summarizer,
         config=config or ContextConfig(),
         offloader=offloader,
         session_id=session_id or run.instance_id,
@@ -128,9 +135,13 @@ async def replay_run(
     try:
         for index, msg in enumerate(run.messages):
             if msg.role == "assistant":
+                if run_dump is not None:
+                    run_dump.step = len(result.steps)
                 model_input = await engine.prepare(system, tools)
                 usage = model_input.usage
                 messages = model_input.messages()
+                if run_dump is not None:
+                    run_dump.write("reasoning", messages, model_input.tools, tokens=usage.total)
                 fixed = usage.system + usage.tools + usage.overhead
                 new_events = events[seen:]
                 seen = len(events)
@@ -162,6 +173,9 @@ async def replay_run(
     except Exception as exc:  # one broken run must not stop a batch; it is reported
         logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
         result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if run_dump is not None:
+            run_dump.close()
     compressions = [e for e in events if isinstance(e, CompressionEvent)]
     result.compressions = len(compressions)
     result.compression_fallbacks = sum(e.method == "truncation" for e in compressions)
@@ -182,6 +196,7 @@ async def replay_runs(
     workspace: BaseWorkspace | None = None,
     counter: TokenCounter | None = None,
     on_run: RunCallback | None = None,
+    dump: RequestDump | None = None,
 ) -> ReplayResult:
     """Replay ``(run, source)`` pairs one after another; ``on_run`` sees each result.
 
@@ -205,6 +220,7 @@ async def replay_runs(
             counter=counter,
             session_id=session,
             source=source,
+            dump=dump,
         )
         results.append(result)
         if on_run is not None:
