@@ -52,6 +52,15 @@ def test_the_cli_writes_one_file_per_run_with_every_call_in_order(
     assert all(d["run"] == run.instance_id for d in dumped)
     assert all(d["tokens"] <= 8000 for d in reasoning)
     assert reasoning[0]["messages"][0] == {"role": "system", "content": run.system}
+    assert reasoning[0]["layers"] == {
+        "system": [0, 1],
+        "summary": [1, 1],
+        "context": [1, len(reasoning[0]["messages"])],
+    }
+    after_summary = dumped[dumped.index(summaries[0]) + 1]
+    (first, end) = after_summary["layers"]["summary"]
+    assert end == first + 1
+    assert "saved in" in after_summary["messages"][first]["content"]
 
 
 def test_an_unknown_dump_format_is_a_usage_error(swe_files: list[Path], tmp_path: Path) -> None:

@@ -42,10 +42,17 @@ _INLINE: frozenset[LedgerKind] = frozenset({"file", "symbol", "identifier"})
 """Kinds rendered as one comma-separated line rather than one item per line."""
 
 _MAX_STORED = 600
+
+_KIND_CAP: dict[LedgerKind, int] = {"constraint": 12, "symbol": 30, "identifier": 20}
+"""Most entries rendered of the kinds that are context rather than record: past these,
+they would crowd out the commands, files and errors the next step needs."""
 """Entries carried in the summary's metadata at most (beyond the rendered ones, for ranking)."""
 
 _LINE = 200
-"""Characters kept of one command line, error line or constraint."""
+"""Characters kept of one error line, constraint or path."""
+
+_COMMAND_LINE = 600
+"""Characters kept of one command line (chained commands run long)."""
 
 _PATH = re.compile(
     r"(?<![\w/.:-])"
@@ -58,13 +65,22 @@ _BARE_FILE = re.compile(
     r"md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|sql|html|css))(?![\w])"
 )
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
-_FENCE = re.compile(r"```(?:bash|sh|shell|console|zsh)\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?:bash|sh|shell|console|zsh)[ \t]*\n(.*?)```", re.DOTALL)
 # Error lines are found from a literal every marker contains (which the regex engine scans
 # for quickly), then checked with the full pattern on that line only.
-_ERROR_HINT = re.compile(r"Error|Exception|Traceback|FAILED|error|fatal:|panic:")
+_ERROR_HINT = re.compile(r"Error|Exception|Traceback|FAILED|ERROR|error|fatal:|panic:")
 _ERROR = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception)\b|\bFAILED\b|\berror(?:\[\w+\])?:|\bfatal:|\bpanic:"
+    r"^\s*(?:E\s+)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b"
+    r"|\bFAILED\b|\bERROR\b|\berror(?:\[\w+\])?:|\bfatal:|\bpanic:"
 )
+# A line of source code that merely names an exception (a listing, a diff) is no error.
+_CODE = re.compile(
+    r"^\s*(?:\d+\s+)?(?:[-+]\s*)?(?:except|raise|import|from|def|class|return|if|elif|try|"
+    r"assert|with|for|while|#|//)\b"
+)
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)')
 # Without a leading ``\b`` the engine can skip ahead to the keywords' first letters; the
 # word boundary before the keyword is checked in ``_symbols``.
 _DEF = re.compile(r"(?:def|class|func|fn|function|interface|struct)\s+([A-Za-z_]\w*)")
@@ -91,7 +107,7 @@ class LedgerEntry(BaseModel):
     last: int = 0
     """The compaction (1, 2, ...) in which the fact was last seen."""
     uses: int = 1
-    """How many times the fact was seen, across every compaction."""
+    """In how many compactions the fact was seen."""
 
 
 class ArtifactLedger(BaseModel):
@@ -112,7 +128,9 @@ class ArtifactLedger(BaseModel):
             entry = merged.pop(key, None)
             if entry is None:
                 entry = LedgerEntry(kind=kind, text=text, last=index, uses=0)
-            entry.last, entry.uses = index, entry.uses + 1
+            if entry.last != index or entry.uses == 0:
+                entry.uses += 1  # once per compaction: a log repeating a line is no use
+            entry.last = index
             merged[key] = entry  # re-inserted: the most recently seen come last
         entries = list(merged.values())
         if len(entries) > _MAX_STORED:
@@ -128,15 +146,18 @@ class ArtifactLedger(BaseModel):
         """The best-ranked entries whose rendering fits ``budget`` tokens."""
         chosen: list[LedgerEntry] = []
         used = counter.count_text(_TITLE) + 8
-        kinds: set[str] = set()
+        per_kind: dict[str, int] = {}
         for entry in _ranked(self.entries):
+            taken = per_kind.get(entry.kind, 0)
+            if taken >= _KIND_CAP.get(entry.kind, budget):
+                continue
             cost = counter.count_text(entry.text) + 2
-            if entry.kind not in kinds:
+            if not taken:
                 cost += counter.count_text(_HEADINGS[entry.kind]) + 3
             if used + cost > budget:
                 continue
             chosen.append(entry)
-            kinds.add(entry.kind)
+            per_kind[entry.kind] = taken + 1
             used += cost
         order = {id(e): i for i, e in enumerate(self.entries)}
         chosen.sort(key=lambda e: order[id(e)])
@@ -205,20 +226,39 @@ def _command_text(command: str, result: ToolResultBlock | None) -> str:
     if result is not None:
         code = result.metadata.get("returncode")
         status = str(code) if isinstance(code, int) else ("error" if result.is_error else "ok")
-    lines = [_clip(line) for line in shell_lines(command)] or [_clip(command)]
+    lines = [_clip(line, _COMMAND_LINE) for line in shell_lines(command)]
+    lines = lines or [_clip(command, _COMMAND_LINE)]
     return f"[{status}] " + " ; ".join(lines)
 
 
 def _error_lines(text: str) -> Iterator[str]:
-    """Each line of ``text`` holding an error marker, once, in order."""
-    pos = 0
-    while (hint := _ERROR_HINT.search(text, pos)) is not None:
-        start = text.rfind("\n", 0, hint.start()) + 1
-        end = text.find("\n", hint.end())
-        end = len(text) if end < 0 else end
-        if _ERROR.search(text, start, end) is not None:
-            yield text[start:end]
-        pos = end + 1
+    """The error lines of ``text``, in order: each traceback's exception line, and lines
+    that report an error (an exception name first, FAILED, ERROR, ``error:``, ...), not
+    source lines that merely mention one."""
+    lines = text.split("\n")
+    skip = -1
+    for i, line in enumerate(lines):
+        if i <= skip:
+            continue
+        if line.strip() == _TRACEBACK:
+            for j in range(i + 1, len(lines)):
+                later = lines[j]
+                if later.strip() and not later[:1].isspace():
+                    if _EXCEPTION.match(later) and not later.startswith("Traceback"):
+                        yield later
+                        skip = j
+                    break
+            continue
+        if _ERROR_HINT.search(line) and _ERROR.search(line) and not _CODE.match(line):
+            yield line
+
+
+def _frame_files(text: str) -> Iterator[str]:
+    """``path:line`` of every traceback frame in ``text``."""
+    for line in text.split("\n"):
+        match = _FRAME.match(line)
+        if match is not None:
+            yield f"{match.group(1)}:{match.group(2)}"
 
 
 def _words_with(words: Sequence[str], char: str) -> str:
@@ -280,9 +320,13 @@ def extract_ledger(msgs: Sequence[Msg]) -> list[tuple[LedgerKind, str]]:
                     found.append(("command", _command_text(command, results.get(block.id))))
                 found.extend(("file", f) for f in _files(arguments))
             elif isinstance(block, ToolResultBlock):
+                # Files an output merely lists (``ls -R``) are not files the agent
+                # touched: only those of traceback frames and error lines are kept.
                 text = block.text()
-                found.extend(("error", _clip(line)) for line in _error_lines(text))
-                found.extend(("file", f) for f in _files(text))
+                errors = [_clip(line) for line in _error_lines(text)]
+                found.extend(("error", e) for e in errors)
+                found.extend(("file", f) for f in _frame_files(text))
+                found.extend(("file", f) for e in errors for f in _files(e))
                 found.extend(("symbol", s) for s in _symbols(text))
             elif isinstance(block, TextBlock | ThinkingBlock):
                 text = block.text if isinstance(block, TextBlock) else block.thinking
@@ -290,9 +334,9 @@ def extract_ledger(msgs: Sequence[Msg]) -> list[tuple[LedgerKind, str]]:
                 found.extend(("symbol", s) for s in _symbols(text))
                 if msg.role == "assistant":
                     for fence in _FENCE.finditer(text):
-                        lines = shell_lines(fence.group(1))
+                        lines = [_clip(line, _COMMAND_LINE) for line in shell_lines(fence.group(1))]
                         if lines:
-                            found.append(("command", "[?] " + " ; ".join(map(_clip, lines))))
+                            found.append(("command", "[?] " + " ; ".join(lines)))
                 elif msg.role == "user":
                     found.extend(("error", _clip(line)) for line in _error_lines(text))
                     found.extend(("constraint", c) for c in _constraints(text))

@@ -4,9 +4,10 @@ One JSONL file per replayed run, ``<run id>.jsonl``, one line per model call in 
 ``run``, ``step`` (the reasoning step the call precedes), ``kind`` (``reasoning`` or
 ``summary``), the request body in the chosen provider's wire form (``messages`` and
 ``tools``, plus ``tool_choice`` and, for Anthropic, ``system``: exactly what the model
-adapters send, from the same functions), ``tokens`` (our count) and, for summary calls,
-``output``. A summarizer without a model (extractive, none) writes one summary line whose
-``messages`` are the messages it read. The input of any outside grader.
+adapters send, from the same functions), ``tokens`` (our count), for reasoning calls
+``layers`` (which messages are the system prompt, the summary and the context) and, for
+summary calls, ``output``. A summarizer without a model (extractive, none) writes one
+summary line whose ``messages`` are the messages it read. The input of any outside grader.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from ..context import ModelSummarizer, Summarizer, SummaryRequest, SummaryResult
+from ..context import ModelInput, ModelSummarizer, Summarizer, SummaryRequest, SummaryResult
 from ..message import Msg, ToolChoice, ToolSpec, anthropic_request, openai_request
 from ..model import ModelCall
 from ..token import TokenCounter
@@ -77,14 +78,38 @@ class RunDump:
         tokens: int,
         tool_choice: ToolChoice | None = None,
         output: Any = None,
+        model_input: ModelInput | None = None,
     ) -> None:
-        """One line: a request of ``kind`` before the current step."""
+        """One line: a request of ``kind`` before the current step.
+
+        With ``model_input`` (a reasoning request), the line also says where its layers
+        are: ``layers`` maps ``system``, ``summary`` and ``context`` to ``[start, end)``
+        index ranges of ``messages`` (exact in the OpenAI form; in the Anthropic form
+        ``system`` is null, the system prompt being a parameter of its own, and a summary
+        merged into the next user turn counts as the summary).
+        """
         line: dict[str, Any] = {"run": self.run_id, "step": self.step, "kind": kind}
-        line.update(self.body(messages, tools, tool_choice))
+        body = self.body(messages, tools, tool_choice)
+        line.update(body)
+        if model_input is not None:
+            line["layers"] = self._layers(model_input, len(body["messages"]))
         line["tokens"] = tokens
         if kind == "summary":
             line["output"] = output
         self._file.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def _layers(self, model_input: ModelInput, total: int) -> dict[str, list[int] | None]:
+        system = (
+            0 if self.format == "anthropic" else len(self.body([model_input.system])["messages"])
+        )
+        summary = 0
+        if model_input.summary is not None:
+            summary = len(self.body([model_input.summary])["messages"])
+        return {
+            "system": None if self.format == "anthropic" else [0, system],
+            "summary": [system, system + summary],
+            "context": [system + summary, total],
+        }
 
     def close(self) -> None:
         """Flush and close the file."""

@@ -141,7 +141,13 @@ async def replay_run(
                 usage = model_input.usage
                 messages = model_input.messages()
                 if run_dump is not None:
-                    run_dump.write("reasoning", messages, model_input.tools, tokens=usage.total)
+                    run_dump.write(
+                        "reasoning",
+                        messages,
+                        model_input.tools,
+                        tokens=usage.total,
+                        model_input=model_input,
+                    )
                 fixed = usage.system + usage.tools + usage.overhead
                 new_events = events[seen:]
                 seen = len(events)
