@@ -52,6 +52,7 @@ Summarize = Callable[[list[tuple[str, str]], str | None], Awaitable[dict[str, st
 __all__ = [
     "VERSION",
     "Summarize",
+    "anthropic_body",
     "count_text_tokens",
     "counted_text",
     "estimate",
@@ -150,6 +151,8 @@ class ReplayModel(ChatModelBase):
         self.inputs: list[tuple[list[Msg], list[dict[str, Any]] | None]] = []
         self.summarize = summarize
         self.sent: list[tuple[str, str, int]] = []
+        self.bodies: list[tuple[str, int, dict[str, Any]]] = []
+        """(kind, step, Messages API body) of every call, as sent."""
         """Per reasoning call, taken when it was made (AgentScope mutates its messages
         afterwards): the summary's text, the rest's text and the tool calls kept."""
 
@@ -164,7 +167,15 @@ class ReplayModel(ChatModelBase):
         mark = self.clock.now()
         start = time.perf_counter()
         try:
-            if tools and tools[0]["function"]["name"] == "generate_structured_output":
+            summary_call = bool(tools) and tools[0]["function"]["name"] == (  # type: ignore[index]
+                "generate_structured_output"
+            )
+            if self.record:
+                # The request as AgentScope's own Anthropic formatter sends it, now: the
+                # messages are mutated by the agent afterwards.
+                kind = "summary" if summary_call else "reasoning"
+                self.bodies.append((kind, self.step, await anthropic_body(messages, tools)))
+            if summary_call:
                 return await self._summarize(messages)
             self.step_marks.append(mark)
             if self.record:
@@ -219,6 +230,28 @@ class ReplayModel(ChatModelBase):
             input=json.dumps(fields),
         )
         return ChatResponse(content=[call], is_last=True)
+
+
+async def anthropic_body(messages: list[Msg], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A request as AgentScope 2.0.11 formats it for the Anthropic Messages API (its own
+    ``AnthropicChatFormatter``; it places no ``cache_control``)."""
+    from agentscope.formatter import AnthropicChatFormatter
+
+    wire = await AnthropicChatFormatter().format(messages)
+    body: dict[str, Any] = {"messages": [m for m in wire if m.get("role") != "system"]}
+    system = [m for m in wire if m.get("role") == "system"]
+    if system:
+        body["system"] = system[0]["content"]
+    if tools:
+        body["tools"] = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"].get("parameters", {}),
+            }
+            for t in tools
+        ]
+    return body
 
 
 def snapshot(messages: list[Msg]) -> tuple[str, str, int]:
@@ -339,6 +372,7 @@ async def run_session(
             )
         result.extra["inputs"] = model.inputs
         result.extra["sent"] = model.sent
+        result.extra["bodies"] = model.bodies
         return result
     finally:
         if tmp is not None:

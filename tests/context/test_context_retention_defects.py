@@ -64,7 +64,7 @@ async def test_the_cap_keeps_the_offload_reference_ledger_and_closing_tag(
     calls = [tool_reply(("bash", {"command": f"cat src/pkg/module_{i}.py"})) for i in range(40)]
 
     def respond(request: ScriptedRequest) -> ScriptedReply:
-        if request.tool_choice == "write_summary":
+        if request.is_summary:
             return _fields(words)
         return calls.pop(0) if calls else "done"
 
@@ -105,7 +105,7 @@ async def test_a_fresh_large_tool_result_is_sent_before_any_summary_covers_it() 
     ]
 
     def respond(request: ScriptedRequest) -> ScriptedReply:
-        if request.tool_choice == "write_summary":
+        if request.is_summary:
             return _fields(20)
         return replies.pop(0)
 
@@ -123,7 +123,7 @@ async def test_a_fresh_large_tool_result_is_sent_before_any_summary_covers_it() 
     )
     assert agent.engine.counter.count_text(log) > 10_000
     await agent.reply("Why does the parser test fail?")
-    after_log = [r for r in model.requests if r.tool_choice != "write_summary"][-1]
+    after_log = [r for r in model.requests if not r.is_summary][-1]
     sent = "\n".join(m.text for m in after_log.messages) + "\n".join(
         r.text() for m in after_log.messages for r in m.tool_results
     )
@@ -199,7 +199,7 @@ async def test_a_truncated_result_fits_every_limit_the_config_accepts(
 
 async def test_without_an_offloader_compressed_messages_can_still_be_read_back() -> None:
     def respond(request: ScriptedRequest) -> ScriptedReply:
-        if request.tool_choice == "write_summary":
+        if request.is_summary:
             return _fields(5)
         results = [r for m in request.messages for r in m.tool_results]
         if results:

@@ -27,8 +27,6 @@ SOAK = max(1, int(os.environ.get("CONTEXTFOLD_SOAK", "1") or "1"))
 SEED = int(os.environ.get("CONTEXTFOLD_SOAK_SEED", "0") or "0")
 """Base seed of the random choices; soak runs vary it."""
 
-SUMMARY_TOOL = "write_summary"
-
 
 def scaled(n: int) -> int:
     """``n`` iterations, multiplied in soak mode."""
@@ -70,7 +68,7 @@ def smart_script(tag: str = "", *, tool: str | None = None, every: int = 0) -> A
 
     def reply(request: ScriptedRequest) -> Any:
         nonlocal count
-        if request.tool_choice == SUMMARY_TOOL:
+        if request.is_summary:
             return summary_fields(tag)
         count += 1
         last = request.messages[-1] if request.messages else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,10 +15,13 @@ from rich.table import Table
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
 from ..context import MIN_TOOL_RESULT_LIMIT, ContextConfig, Summarizer
 from ..replay import (
+    CacheKind,
     ReplayResult,
     RequestDump,
+    RunCost,
     RunResult,
     Trajectory,
+    load_prices,
     load_recordings,
     replay_runs,
     summarizer_from_string,
@@ -62,6 +65,21 @@ def _dump(directory: Path | None, format: str) -> RequestDump | None:
         return RequestDump(directory, format="openai" if format == "openai" else "anthropic")
     except OSError as exc:
         raise _usage_error(f"cannot write to {directory}: {exc}", "'--dump-requests'") from exc
+
+
+_CACHES: dict[str, CacheKind] = {"anthropic": "anthropic", "openai": "openai", "none": "none"}
+
+
+def _pricing(cache: str, path: Path | None) -> tuple[CacheKind, dict[str, dict[str, Any]]]:
+    kind = _CACHES.get(cache)
+    if kind is None:
+        raise _usage_error(
+            f"unknown cache model {cache!r}; use 'anthropic', 'openai' or 'none'", "'--cache'"
+        )
+    try:
+        return kind, load_prices(path)
+    except (OSError, ValueError) as exc:
+        raise _usage_error(f"cannot read prices: {exc}", "'--prices'") from exc
 
 
 def _check_plotly() -> None:
@@ -126,6 +144,23 @@ def replay(
             "--dump-format", help="Wire form of --dump-requests: 'openai' or 'anthropic'."
         ),
     ] = "openai",
+    cache: Annotated[
+        str,
+        typer.Option(
+            "--cache",
+            help="Price every call under this provider's prompt cache: 'anthropic' "
+            "(explicit breakpoints), 'openai' (automatic prefix) or 'none'.",
+        ),
+    ] = "anthropic",
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            dir_okay=False,
+            help="A JSON file of prices and cache rules overriding the shipped ones "
+            "(same shape as contextfold/replay/pricing.json).",
+        ),
+    ] = None,
     tokenizer: Annotated[
         str, typer.Option("--count-as", help="Count tokens as this model does (its tokenizer).")
     ] = "gpt-4o",
@@ -153,6 +188,7 @@ def replay(
     counter = counter_for_model(tokenizer)
     model = _summarizer(summarizer, base_url)
     dump = _dump(dump_requests, dump_format)
+    pricing = _pricing(cache, prices)
     try:
         with err.status("Loading recordings..."):
             loaded = load_recordings(paths)
@@ -171,7 +207,17 @@ def replay(
             "'PATH'",
         )
     result = asyncio.run(
-        _run(runs, context_size, config, (summarizer, model), counter, workdir, err, dump)
+        _run(
+            runs,
+            context_size,
+            config,
+            (summarizer, model),
+            counter,
+            workdir,
+            err,
+            dump,
+            pricing,
+        )
     )
     if not quiet:
         out.print(_runs_table(result))
@@ -199,6 +245,7 @@ async def _run(
     workdir: Path | None,
     err: Console,
     dump: RequestDump | None,
+    cost: tuple[CacheKind, dict[str, dict[str, Any]]],
 ) -> ReplayResult:
     workspace: BaseWorkspace | None = None
     if workdir is not None:
@@ -233,6 +280,8 @@ async def _run(
             counter=counter,
             on_run=advance,
             dump=dump,
+            cache=cost[0],
+            prices=cost[1],
         )
 
 
@@ -247,16 +296,23 @@ def _short(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _columns(table: Table) -> None:
+def _columns(table: Table, *, cost: bool) -> None:
     # Short headers: the table must stay readable in an 80-column terminal.
-    for name in ("steps", "peak", "mean", "comp", "trunc", "saved", "offloaded", "prefix"):
+    names = ["steps", "peak", "mean", "comp", "trunc", "saved", "offloaded", "prefix"]
+    for name in [*names, *(["cost", "cache"] if cost else [])]:
         table.add_column(name, justify="right")
+
+
+def _cost_cells(cost: RunCost | None) -> list[str]:
+    if cost is None:
+        return []
+    return [f"${cost.dollars:,.3f}", f"read {_pct(cost.cache_read_share)}"]
 
 
 def _runs_table(result: ReplayResult) -> Table:
     table = Table(title=f"Replay at a {result.context_size:,}-token window, per run")
     table.add_column("run", overflow="fold")
-    _columns(table)
+    _columns(table, cost=result.totals.cost is not None)
     for r in result.runs:
         table.add_row(
             r.run_id if r.error is None else f"[red]{r.run_id} (failed)[/]",
@@ -268,6 +324,7 @@ def _runs_table(result: ReplayResult) -> Table:
             _short(r.tokens_saved),
             _short(r.tokens_offloaded),
             _pct(r.prefix_stability),
+            *_cost_cells(r.cost),
         )
     return table
 
@@ -280,7 +337,7 @@ def _totals_table(result: ReplayResult) -> Table:
         f"{_pct(t.raw_prefix_stability)}"
     )
     table.add_column("runs", justify="right")
-    _columns(table)
+    _columns(table, cost=t.cost is not None)
     table.add_row(
         str(t.runs),
         str(t.steps),
@@ -291,11 +348,20 @@ def _totals_table(result: ReplayResult) -> Table:
         _short(t.tokens_saved),
         _short(t.tokens_offloaded),
         _pct(t.prefix_stability),
+        *_cost_cells(t.cost),
     )
     table.caption = (
         "peak/mean: request tokens; comp/trunc: compressions, truncations; saved: raw "
         "minus sent, summed over steps; prefix: prefix stability"
     )
+    if t.cost is not None:
+        c = t.cost
+        table.caption += (
+            f"; cost under the {c.cache} cache model (summary calls ${c.summary_dollars:,.3f} "
+            f"of it): input {c.uncached:,} uncached, {c.write:,} written, {c.read:,} read "
+            f"(cache read {_pct(c.cache_read_share)}; a perfect prefix cache would read "
+            f"{_pct(c.ceiling_share)}), output {c.output:,}"
+        )
     return table
 
 

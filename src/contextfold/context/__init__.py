@@ -27,12 +27,15 @@ from ._engine import HINT_NAME, ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._ledger import ArtifactLedger, extract_ledger
 from ._summarizer import (
-    SUMMARY_TOOL,
+    SUMMARY_ASK,
     ModelSummarizer,
     Summarizer,
+    SummaryPrompt,
     SummaryRequest,
     SummaryResult,
+    prefix_prompt,
     transcript_entry,
+    transcript_prompt,
 )
 from ._summary import SUMMARY_NAME, render_summary, safe_format
 from ._trim import (
@@ -62,8 +65,8 @@ __all__ = [
     "HINT_NAME",
     "MIN_TOOL_RESULT_LIMIT",
     "READBACK_HINT",
+    "SUMMARY_ASK",
     "SUMMARY_NAME",
-    "SUMMARY_TOOL",
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",
@@ -82,6 +85,7 @@ __all__ = [
     "ModelInput",
     "ModelSummarizer",
     "Summarizer",
+    "SummaryPrompt",
     "SummaryRequest",
     "SummaryResult",
     "SummarySchema",
@@ -90,9 +94,11 @@ __all__ = [
     "UsageHintEvent",
     "extract_ledger",
     "extractive_summary",
+    "prefix_prompt",
     "render_summary",
     "safe_format",
     "summarize_items",
     "transcript_entry",
+    "transcript_prompt",
     "truncation_marker",
 ]

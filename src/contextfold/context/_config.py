@@ -130,6 +130,28 @@ class ContextConfig(BaseModel):
     """Share of the window the artifact ledger may take in the summary (files, commands
     with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
 
+    summary_request: Literal["prefix", "transcript"] = "prefix"
+    """How a model summarizer is asked: ``"prefix"`` sends the agent's own request (same
+    system prompt, summary, context and tools) plus a trailing instruction, so a prompt
+    cache serves it as a read; ``"transcript"`` sends the folded messages as a fresh
+    transcript (the only form when the request would not fit the summarizer's window)."""
+
+    observation_masking: bool = False
+    """Before summarizing, try replacing old tool results (outside the kept part) by a
+    one-line placeholder naming where the whole output is saved, all in one batch: no
+    summary call, and the prefix before the first masked result stays cached. The summary
+    runs when masking cannot bring usage to halfway between reserve and trigger."""
+
+    tool_policies: dict[str, Literal["protect", "mask", "strip"]] = Field(default_factory=dict)
+    """Per tool name: ``"protect"`` keeps its results from masking, ``"strip"`` masks them
+    even in the kept part (all but the newest turn), ``"mask"`` (any tool not listed) masks
+    them outside the kept part."""
+
+    min_compaction_saving: float = Field(default=0.0, ge=0, lt=1)
+    """An automatic compaction that would free less than this share of the window is
+    skipped (the context is left as it is until the next step), so a compaction always
+    pays for the cache it breaks. 0 compacts whenever over the trigger."""
+
     summary_attempts: int = Field(default=3, ge=1, le=10)
     """Summary generation attempts before fallback."""
 

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import overload
@@ -14,7 +14,9 @@ from typing import overload
 from .._exceptions import CompressionError, StructuredOutputError
 from .._logging import logger
 from ..message import (
+    CACHE_POINT_KEY,
     MARKER_KEY,
+    MASKED_KEY,
     ContentBlock,
     DataBlock,
     HintBlock,
@@ -67,7 +69,7 @@ from ._types import (
     UsageHintEvent,
 )
 
-__all__ = ["HINT_NAME", "ContextEngine", "newest_turn"]
+__all__ = ["HINT_NAME", "ContextEngine", "mask_message", "mask_plan", "newest_turn"]
 
 _CALL_ROOM = 64
 """Tokens left beside a fresh result for the call that asked for it."""
@@ -129,6 +131,7 @@ class ContextEngine:
         self._tools: tuple[tuple[ToolSpec, ...], int] | None = None
         self._overhead: int | None = None
         self._fixed = 0  # system prompt, tools and framing of the last step
+        self._last_sent: ModelInput | None = None  # the last input built (without a note)
 
     @property
     def summary(self) -> Msg | None:
@@ -262,7 +265,8 @@ class ContextEngine:
             threshold_ratio=threshold_ratio,
         )
         async with self._lock:
-            return await self._run_compression(system_prompt, tools, request, prefix=None)
+            prefix = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+            return await self._run_compression(system_prompt, tools, request, prefix=prefix)
 
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
@@ -304,7 +308,14 @@ class ContextEngine:
         head = [self._system_msg(system_prompt)[0]]
         if self._summary is not None:
             head.append(self._summary)
-        return self.counter.correction(_Joined(head, self._context), tools)
+        estimate = (
+            self._system_msg(system_prompt)[1]
+            + self._summary_tokens()
+            + self._context_tokens
+            + self._tool_tokens(tools)
+            + (self._overhead or 0)
+        )
+        return self.counter.correction(_Joined(head, self._context), tools, estimate=estimate)
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
@@ -338,6 +349,7 @@ class ContextEngine:
         self, system_prompt: str, tools: Sequence[ToolSpec], *, task_in_progress: bool
     ) -> ModelInput:
         model_input = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+        self._last_sent = model_input
         usage = model_input.usage
         if task_in_progress or usage.total <= self.config.hint_ratio * self.context_size:
             return model_input
@@ -438,8 +450,17 @@ class ContextEngine:
         if k == 0 and request.force:
             k = choose_split(tokens, safe, sum(tokens) // 2)
         k = min(k, protect)
+        if config.observation_masking and trigger != "tool":
+            masked = await self._mask(snapshot, k=k, protect=protect, usage=usage, config=config)
+            if masked is not None:
+                masked.duration_s = time.monotonic() - started
+                masked.trigger = trigger
+                await self._emit(masked)
+                return masked
         if k == 0:
             await self._cut_kept(snapshot, usage, config)
+            return None
+        if trigger == "auto" and self._too_little_freed(tokens[:k], usage, config):
             return None
         compressed = snapshot[:k]
         previous = self._summary
@@ -455,7 +476,7 @@ class ContextEngine:
             hints=() if request.instructions is None else (request.instructions,),
             schema=config.summary_schema,
             max_attempts=config.summary_attempts,
-            prefix=prefix,
+            prefix=self._summary_prefix(prefix, k) if config.summary_request == "prefix" else None,
         )
         error: Exception | None = None
         result: SummaryResult | None = None
@@ -541,6 +562,106 @@ class ContextEngine:
         await self._emit(event)
         return event
 
+    async def _mask(
+        self,
+        snapshot: list[Msg],
+        *,
+        k: int,
+        protect: int,
+        usage: ContextUsage,
+        config: ContextConfig,
+    ) -> CompressionEvent | None:
+        """Observation masking: old tool results replaced, in one batch, by a placeholder
+        naming where the whole output is saved; ``None`` (nothing changed) when that would
+        not bring usage to halfway between reserve and trigger."""
+        plan = mask_plan(
+            snapshot, k=min(k, protect), protect=protect, policies=config.tool_policies
+        )
+        if not plan:
+            return None
+        by_message: dict[int, dict[int, int]] = {}  # message -> block -> result tokens
+        for i, j, block in plan:
+            by_message.setdefault(i, {})[j] = self.counter.count_text(block.text())
+
+        def masked(refs: Mapping[tuple[int, int], str]) -> dict[int, Msg]:
+            return {
+                i: mask_message(snapshot[i], {j: (refs[(i, j)], n) for j, n in blocks.items()})
+                for i, blocks in by_message.items()
+            }
+
+        # Sized with a reference of typical length, before anything is offloaded.
+        trial = masked({(i, j): "x" * 48 for i, j, _ in plan})
+        count = self.counter.count_message
+        after = usage.total - sum(count(snapshot[i]) - count(m) for i, m in trial.items())
+        if after > (config.trigger_ratio + config.reserve_ratio) / 2 * self.context_size:
+            return None
+        refs = {
+            (i, j): await self._offload_result(block) or "(not saved: no offloader)"
+            for i, j, block in plan
+        }
+        new_context = list(snapshot)
+        for i, msg in masked(refs).items():
+            new_context[i] = msg
+        first = min(by_message)
+        if first > 0:
+            before = new_context[first - 1]
+            new_context[first - 1] = before.model_copy(
+                update={"metadata": {**before.metadata, CACHE_POINT_KEY: True}}
+            )
+        late = self._context[len(snapshot) :]
+        self._context = [*new_context, *late]
+        self._context_tokens = sum(self.counter.count_message(m) for m in self._context)
+        self.compressions += 1
+        return CompressionEvent(
+            trigger="auto",
+            method="masking",
+            tokens_before=usage.total,
+            tokens_after=self._usage_total(),
+            messages_removed=0,
+            messages_kept=len(self._context),
+            duration_s=0.0,
+            attempts=0,
+        )
+
+    def _usage_total(self) -> int:
+        system, tools = self._system, self._tools
+        fixed = (system[2] if system else 0) + (tools[1] if tools else 0) + (self._overhead or 0)
+        return fixed + self._summary_tokens() + self._context_tokens
+
+    def _too_little_freed(
+        self, folded: list[int], usage: ContextUsage, config: ContextConfig
+    ) -> bool:
+        """Whether an automatic compaction would free less than ``min_compaction_saving``
+        of the window (folding ``folded`` into a summary about as large as the current one,
+        or the ledger's budget) while the request still fits: then it waits a step."""
+        if not config.min_compaction_saving:
+            return False
+        summary = max(self._summary_tokens(), ledger_budget(config, self.context_size))
+        freed = sum(folded) - summary + usage.summary
+        fits = usage.total <= self.context_size - self.context_size // 10
+        if freed < config.min_compaction_saving * self.context_size and fits:
+            logger.info("compaction skipped: it would free only %d tokens", freed)
+            return True
+        return False
+
+    def _summary_prefix(self, current: ModelInput | None, k: int) -> ModelInput | None:
+        """The request a summary request should extend: the last one sent, when it still
+        holds everything to fold (the newest turn, which is kept, need not be read twice,
+        and that request is what the provider's cache holds), else the current state."""
+        if current is None or not safe_boundaries(self._context)[-1]:
+            return None  # a call still waits for its result: no valid request to extend
+        last = self._last_sent
+        if (
+            last is not None
+            and last.system is current.system
+            and last.summary is current.summary
+            and last.tools == current.tools
+            and k <= len(last.context) <= len(self._context)
+            and all(a is b for a, b in zip(last.context, self._context, strict=False))
+        ):
+            return last
+        return current
+
     def _protected(
         self, snapshot: list[Msg], tokens: list[int], usage: ContextUsage, config: ContextConfig
     ) -> int:
@@ -618,6 +739,46 @@ class ContextEngine:
             result = self.on_event(event)
             if inspect.isawaitable(result):
                 await result
+
+
+def mask_plan(
+    msgs: Sequence[Msg], *, k: int, protect: int, policies: Mapping[str, str]
+) -> list[tuple[int, int, ToolResultBlock]]:
+    """The tool results to mask: ``(message index, block index, block)``.
+
+    Results before ``k`` (the kept part's start) are masked unless their tool is
+    ``protect``-ed; ``strip`` tools are masked up to ``protect`` (the newest turn) too.
+    Already masked results and read-back results are left alone.
+    """
+    plan = []
+    for i, msg in enumerate(msgs[:protect]):
+        for j, block in enumerate(msg.blocks()):
+            if not isinstance(block, ToolResultBlock) or MASKED_KEY in block.metadata:
+                continue
+            if is_readback(block):
+                continue
+            policy = policies.get(block.name, "mask")
+            if policy == "protect" or (policy == "mask" and i >= k):
+                continue
+            plan.append((i, j, block))
+    return plan
+
+
+def mask_message(msg: Msg, masks: Mapping[int, tuple[str, int]]) -> Msg:
+    """``msg`` with the tool results at the given block indexes replaced by placeholders
+    (``ref`` of the whole output, its size in tokens)."""
+    blocks = msg.blocks()
+    for j, (ref, tokens) in masks.items():
+        block = blocks[j]
+        assert isinstance(block, ToolResultBlock)
+        note = (
+            f"[{block.name} output ({tokens} tokens) masked to save context; the whole "
+            f"output is saved in '{ref}': Read it to see it again.]"
+        )
+        blocks[j] = block.model_copy(
+            update={"output": note, "metadata": {**block.metadata, MASKED_KEY: ref}}
+        )
+    return replace_content(msg, blocks)
 
 
 def newest_turn(msgs: Sequence[Msg]) -> int:

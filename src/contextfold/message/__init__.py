@@ -32,12 +32,16 @@ from ._chatml import (
     tools_shown,
 )
 from ._markers import (
+    CACHE_POINT_KEY,
     MARKER_KEY,
+    MASKED_KEY,
     READBACK_KEY,
     RUNTIME_TAG,
+    SUMMARY_TOOL,
     Marker,
     is_readback,
     is_runtime_note,
+    is_summary_request,
     marker_of,
     runtime_note,
 )
@@ -63,10 +67,13 @@ from ._validity import (
 )
 
 __all__ = [
+    "CACHE_POINT_KEY",
     "CHATML_FUNCTION_CALLING_TEMPLATE",
     "MARKER_KEY",
+    "MASKED_KEY",
     "READBACK_KEY",
     "RUNTIME_TAG",
+    "SUMMARY_TOOL",
     "Base64Source",
     "ContentBlock",
     "DataBlock",
@@ -105,6 +112,7 @@ __all__ = [
     "from_openai_messages",
     "is_readback",
     "is_runtime_note",
+    "is_summary_request",
     "marker_of",
     "msgs_from_jsonl",
     "msgs_to_jsonl",

@@ -57,7 +57,16 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
 
     Usage is normalised so that ``input_tokens`` is the whole prompt: Anthropic's
     uncached input plus cache reads and cache writes.
+
+    Prompt caching is on: every request marks ``cache_control`` breakpoints at the end of
+    the system prompt, of the summary and of the last stored message (see
+    :func:`contextfold.message.anthropic_request`), so each step reads back what the last
+    one sent and writes only what it added. Set :attr:`prompt_caching` to ``False`` to
+    send none.
     """
+
+    prompt_caching: bool = True
+    """Whether requests carry ``cache_control`` breakpoints."""
 
     _sdk_module: ClassVar[ModuleType] = anthropic
     _client_class = anthropic.AsyncAnthropic
@@ -78,7 +87,9 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
         params: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.max_tokens,
-            **anthropic_request(messages, tools, tool_choice if tools else None),
+            **anthropic_request(
+                messages, tools, tool_choice if tools else None, cache=self.prompt_caching
+            ),
         }
         if self.temperature is not None:
             params["temperature"] = self.temperature

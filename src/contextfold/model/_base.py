@@ -243,11 +243,17 @@ class ChatModelBase(ABC):
         description: str = DEFAULT_STRUCTURED_DESCRIPTION,
         max_attempts: int = 3,
         retry_on: tuple[type[Exception], ...] = (),
+        offered: Sequence[ToolSpec] | None = None,
     ) -> StructuredOutput:
         """Output matching a JSON schema, and the attempts it took.
 
         Each attempt is one :meth:`_structured_attempt` (a forced call of a tool named
-        ``name`` whose parameters are ``schema``). An invalid answer is fed back to the
+        ``name`` whose parameters are ``schema``). With ``offered`` (the tools of the
+        conversation ``messages`` continue), each attempt is a
+        :meth:`_structured_text_attempt` instead: the same tools stay on offer and the
+        answer is the JSON object as text, so the request extends the conversation's own
+        and a provider's prompt cache still holds its prefix (the caller's last message
+        must ask for that JSON). An invalid answer is fed back to the
         model with its validation error and retried, up to ``max_attempts`` attempts in
         all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
         An exception of a type in ``retry_on`` (beyond the transient errors
@@ -261,7 +267,10 @@ class ChatModelBase(ABC):
         attempts = 0
         for attempts in range(1, max_attempts + 1):
             try:
-                answer = await self._structured_attempt(messages, feedback, tool)
+                if offered is None:
+                    answer = await self._structured_attempt(messages, feedback, tool)
+                else:
+                    answer = await self._structured_text_attempt(messages, feedback, tool, offered)
             except retry_on as exc:
                 if attempts == max_attempts:
                     raise
@@ -307,6 +316,26 @@ class ChatModelBase(ABC):
         if value is None:
             return StructuredAnswer(problem=f"the model did not call {tool.name!r}")
         return StructuredAnswer(value)
+
+    async def _structured_text_attempt(
+        self,
+        messages: Sequence[Msg],
+        feedback: Sequence[Msg],
+        tool: ToolSpec,
+        offered: Sequence[ToolSpec],
+    ) -> StructuredAnswer:
+        """One structured answer given as text, with the conversation's ``offered`` tools
+        on offer (not forced), so the request keeps the conversation's prefix."""
+        response = await self.generate([*messages, *feedback], tools=offered)
+        value = _json_object_in_text(response.text)
+        if value is not None:
+            return StructuredAnswer(value)
+        if response.tool_calls:
+            return StructuredAnswer(
+                problem=f"called {response.tool_calls[0].name!r} instead of answering with "
+                "the JSON object"
+            )
+        return StructuredAnswer(problem="the answer held no JSON object")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ compressions, truncations, tokens saved and offloaded, and prefix stability (see
 (the ``report`` extra).
 """
 
+from ._cache import CacheKind
+from ._cost import CallCost, RunCost, load_prices
 from ._dump import DumpFormat, RequestDump, RunDump
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
 from ._report import write_report
@@ -16,11 +18,14 @@ from ._summarizers import summarizer_from_string
 from ._trajectory import Trajectory, load_any, load_msg_jsonl, load_openai_runs, load_trajectory
 
 __all__ = [
+    "CacheKind",
+    "CallCost",
     "DumpFormat",
     "LoadedRecordings",
     "ReplayResult",
     "ReplayTotals",
     "RequestDump",
+    "RunCost",
     "RunDump",
     "RunResult",
     "StepUsage",
@@ -29,6 +34,7 @@ __all__ = [
     "load_any",
     "load_msg_jsonl",
     "load_openai_runs",
+    "load_prices",
     "load_recordings",
     "load_trajectory",
     "replay_run",

@@ -7,24 +7,34 @@ One JSONL file per replayed run, ``<run id>.jsonl``, one line per model call in 
 adapters send, from the same functions), ``tokens`` (our count), for reasoning calls
 ``layers`` (which messages are the system prompt, the summary and the context) and, for
 summary calls, ``output``. A summarizer without a model (extractive, none) writes one
-summary line whose ``messages`` are the messages it read. The input of any outside grader.
+summary line: the request a model summarizer would have sent in its place. The input of
+any outside grader.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from ..context import ModelInput, ModelSummarizer, Summarizer, SummaryRequest, SummaryResult
+from ..context import (
+    ModelInput,
+    ModelSummarizer,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    prefix_prompt,
+    transcript_prompt,
+)
 from ..message import Msg, ToolChoice, ToolSpec, anthropic_request, openai_request
 from ..model import ModelCall
 from ..token import TokenCounter
 from ..workspace import encode_key
 
-__all__ = ["DumpFormat", "RequestDump", "RunDump"]
+__all__ = ["DumpFormat", "ObservedSummarizer", "RequestDump", "RunDump", "SummaryCall"]
 
 DumpFormat = Literal["openai", "anthropic"]
 
@@ -66,7 +76,7 @@ class RunDump:
     ) -> dict[str, Any]:
         """The request body in this dump's wire form."""
         if self.format == "anthropic":
-            return anthropic_request(messages, tools, tool_choice if tools else None)
+            return anthropic_request(messages, tools, tool_choice if tools else None, cache=True)
         return openai_request(messages, tools, tool_choice)
 
     def write(
@@ -111,6 +121,17 @@ class RunDump:
             "context": [system + summary, total],
         }
 
+    def summary(self, call: SummaryCall) -> None:
+        """One summary call's line."""
+        self.write(
+            "summary",
+            call.messages,
+            call.tools,
+            tool_choice=call.tool_choice,
+            tokens=call.tokens,
+            output=call.output,
+        )
+
     def close(self) -> None:
         """Flush and close the file."""
         self._file.close()
@@ -127,23 +148,43 @@ class RunDump:
         self.close()
 
 
-class DumpingSummarizer:
-    """A summarizer that writes its calls to a :class:`RunDump`, then answers as ``inner``.
+@dataclass(frozen=True)
+class SummaryCall:
+    """One call a summarizer made (or, without a model, the messages it read)."""
 
-    A model summarizer's calls are recorded as sent (each attempt its own line, with what
-    the model answered); a summarizer without a model gets one line, the messages it read.
+    messages: Sequence[Msg]
+    tools: Sequence[ToolSpec]
+    tool_choice: ToolChoice | None
+    tokens: int
+    output: Any
+    output_tokens: int
+
+
+class ObservedSummarizer:
+    """A summarizer that reports every call it makes to ``observe``, then answers as
+    ``inner``.
+
+    A model summarizer's calls are reported as sent (each attempt, with what the model
+    answered); a summarizer without a model reports one call: the messages it read.
     """
 
-    def __init__(self, inner: Summarizer, dump: RunDump, counter: TokenCounter) -> None:
+    def __init__(
+        self,
+        inner: Summarizer,
+        observe: Callable[[SummaryCall], None],
+        counter: TokenCounter,
+        context_size: int,
+    ) -> None:
         self.inner = inner
-        self.dump = dump
+        self.observe = observe
         self.counter = counter
+        self.context_size = context_size
 
     def __repr__(self) -> str:
         return repr(self.inner)
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """``inner``'s summary; every call it made is written first."""
+        """``inner``'s summary; every call it made is reported first."""
         calls: list[ModelCall] = []
         model = self.inner.model if isinstance(self.inner, ModelSummarizer) else None
         remove = model.add_listener(calls.append) if model is not None else None
@@ -154,27 +195,49 @@ class DumpingSummarizer:
                 remove()
             if model is not None:
                 for call in calls:
-                    self.dump.write(
-                        "summary",
-                        call.messages,
-                        call.tools,
-                        tool_choice=call.tool_choice,
-                        tokens=model.token_counter.count_request(call.messages, call.tools),
-                        output=_answer(call),
+                    usage = call.response.usage
+                    answer = _answer(call)
+                    self.observe(
+                        SummaryCall(
+                            call.messages,
+                            call.tools,
+                            call.tool_choice,
+                            model.token_counter.count_request(call.messages, call.tools),
+                            answer,
+                            usage.output_tokens
+                            if usage is not None and usage.output_tokens
+                            else self.counter.count_text(json.dumps(answer, ensure_ascii=False)),
+                        )
                     )
         if model is None:
-            messages = list(request.messages)
-            self.dump.write(
-                "summary",
-                messages,
-                (),
-                tokens=self.counter.count_request(messages, ()),
-                output=result.fields,
+            # No model was asked: report the request a model summarizer would have sent,
+            # priced and dumped as if it had been.
+            prompt = prefix_prompt(request) or transcript_prompt(
+                request, self.counter, self.context_size
+            )
+            tools = prompt.offered or ()
+            self.observe(
+                SummaryCall(
+                    prompt.messages,
+                    tools,
+                    None,
+                    self.counter.count_request(prompt.messages, tools),
+                    result.fields,
+                    self.counter.count_text(json.dumps(result.fields, ensure_ascii=False)),
+                )
             )
         return result
 
 
 def _answer(call: ModelCall) -> Any:
-    """What the model answered: the arguments of its (first) tool call, else its text."""
+    """What the model answered: the arguments of its (first) tool call, else the JSON
+    object of its text, else its text."""
     calls = call.response.tool_calls
-    return calls[0].input if calls else call.response.text
+    if calls:
+        return calls[0].input
+    text = call.response.text
+    try:
+        value = json.loads(text[text.find("{") : text.rfind("}") + 1])
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
