@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MissingDependencyError, WorkspaceError
 from ._base import BaseWorkspace
+from ._blobs import BlobStore, blob_digest
 from ._names import CONTEXT_FILE, ItemPath, tool_file
 
 if TYPE_CHECKING:
@@ -32,6 +34,23 @@ CREATE INDEX IF NOT EXISTS {p}session_data_by_name ON {p}session_data (name);
 CREATE TABLE IF NOT EXISTS {p}states (skey TEXT PRIMARY KEY, body BYTEA NOT NULL);
 """
 
+# Bodies of at least blob_threshold bytes live in the blob store: the row keeps the digest.
+_BLOB_SCHEMA = """
+ALTER TABLE {p}context_chunks ADD COLUMN IF NOT EXISTS blob TEXT;
+ALTER TABLE {p}context_chunks ADD COLUMN IF NOT EXISTS blob_size BIGINT;
+ALTER TABLE {p}tool_results ADD COLUMN IF NOT EXISTS blob TEXT;
+ALTER TABLE {p}tool_results ADD COLUMN IF NOT EXISTS blob_size BIGINT;
+ALTER TABLE {p}data ADD COLUMN IF NOT EXISTS blob TEXT;
+ALTER TABLE {p}data ADD COLUMN IF NOT EXISTS blob_size BIGINT;
+CREATE INDEX IF NOT EXISTS {p}context_chunks_by_blob ON {p}context_chunks (blob)
+    WHERE blob IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {p}tool_results_by_blob ON {p}tool_results (blob)
+    WHERE blob IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {p}data_by_blob ON {p}data (blob) WHERE blob IS NOT NULL;
+"""
+_BLOB_TABLES = ("context_chunks", "tool_results", "data")
+_SIZE = "COALESCE({t}blob_size, octet_length({t}body))"
+
 
 class PostgresWorkspace(BaseWorkspace):
     """The workspace in PostgreSQL, shared by any number of workers on any machines.
@@ -41,19 +60,37 @@ class PostgresWorkspace(BaseWorkspace):
     transaction; durability is the server's (``synchronous_commit``). The context log is
     one row per offload call, read back in commit-sequence order. References are
     workspace-relative (``sessions/s1/context.jsonl``). Needs the ``postgres`` extra.
+
+    ``blobs`` (a :class:`BlobStore`, e.g. ``S3Workspace(bucket)``) takes every body of at
+    least ``blob_threshold`` bytes (context chunks, tool results, data), by SHA-256, and
+    the row keeps only the digest and size: records, state and small items stay in
+    PostgreSQL. The body is stored before the row is committed, so a row never names a
+    body the blob store lacks (a crash in between leaves an unreferenced blob, never a
+    dangling row); purge deletes the blobs no row references any more. This workspace
+    initializes and closes the blob store it is given.
     """
 
     def __init__(
-        self, dsn: str, *, table_prefix: str = "contextfold_", max_connections: int = 10
+        self,
+        dsn: str,
+        *,
+        table_prefix: str = "contextfold_",
+        max_connections: int = 10,
+        blobs: BlobStore | None = None,
+        blob_threshold: int = 64 * 1024,
     ) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", table_prefix):
             raise ValueError(
                 f"table_prefix must match [a-z_][a-z0-9_]*, at most 41 chars: {table_prefix!r}"
             )
+        if blob_threshold < 1:
+            raise ValueError(f"blob_threshold must be at least 1 byte, got {blob_threshold}")
         self._dsn = dsn
         self._p = table_prefix
         self._max = max_connections
         self._pool: asyncpg.Pool | None = None
+        self.blobs = blobs
+        self.blob_threshold = blob_threshold
 
     async def initialize(self) -> None:
         """Connect and create the schema (idempotent, safe to run concurrently)."""
@@ -69,14 +106,19 @@ class PostgresWorkspace(BaseWorkspace):
         async with self._pool.acquire() as con, con.transaction():
             await con.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
             await con.execute(_SCHEMA.format(p=self._p))
+            await con.execute(_BLOB_SCHEMA.format(p=self._p))
+        if self.blobs is not None:
+            await self.blobs.initialize()
         self._initialized = True
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (and the blob store)."""
         pool, self._pool = self._pool, None
         self._initialized = False
         if pool is not None:
             await pool.close()
+        if self.blobs is not None:
+            await self.blobs.close()
 
     def _pool_or_fail(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -91,26 +133,48 @@ class PostgresWorkspace(BaseWorkspace):
             _enc(session_id),
         )
 
+    async def _stored(self, con: Any, body: bytes) -> tuple[bytes, str | None, int | None]:
+        """``(body, blob, blob_size)`` for a row: a large body goes to the blob store first.
+
+        Runs in the row's transaction, under the shared data lock: purge deletes blobs
+        under the exclusive one, so it never deletes one a row is about to name.
+        """
+        if self.blobs is None or len(body) < self.blob_threshold:
+            return body, None, None
+        await con.execute("SELECT pg_advisory_xact_lock_shared($1)", _DATA_LOCK)
+        digest = blob_digest(body)
+        await self.blobs.put_blob(digest, body)
+        return b"", digest, len(body)
+
     # -- writing ---------------------------------------------------------------------------
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         async with self._pool_or_fail().acquire() as con, con.transaction():
             await self._touch(con, skey, session_id)
+            body, blob, size = await self._stored(con, payload)
             await con.execute(
-                f"INSERT INTO {self._p}context_chunks (skey, body) VALUES ($1, $2)", skey, payload
+                f"INSERT INTO {self._p}context_chunks (skey, body, blob, blob_size) "
+                "VALUES ($1, $2, $3, $4)",
+                skey,
+                body,
+                blob,
+                size,
             )
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         async with self._pool_or_fail().acquire() as con, con.transaction():
             await self._touch(con, skey, session_id)
+            stored, blob, size = await self._stored(con, body)
             name = tool_file(tkey)
             while True:
                 got = await con.fetchval(
-                    f"INSERT INTO {self._p}tool_results (skey, name, body) VALUES ($1, $2, $3) "
-                    "ON CONFLICT DO NOTHING RETURNING name",
+                    f"INSERT INTO {self._p}tool_results (skey, name, body, blob, blob_size) "
+                    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING name",
                     skey,
                     name,
-                    body,
+                    stored,
+                    blob,
+                    size,
                 )
                 if got is not None:
                     return name
@@ -128,11 +192,14 @@ class PostgresWorkspace(BaseWorkspace):
                 name,
             )
             if await con.fetchval(f"SELECT 1 FROM {self._p}data WHERE name = $1", name) is None:
+                body, blob, size = await self._stored(con, payload)
                 await con.execute(
-                    f"INSERT INTO {self._p}data (name, body) VALUES ($1, $2) "
-                    "ON CONFLICT DO NOTHING",
+                    f"INSERT INTO {self._p}data (name, body, blob, blob_size) "
+                    "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
                     name,
-                    payload,
+                    body,
+                    blob,
+                    size,
                 )
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
@@ -147,19 +214,47 @@ class PostgresWorkspace(BaseWorkspace):
 
     async def _purge(self, skey: str) -> None:
         p = self._p
-        async with self._pool_or_fail().acquire() as con, con.transaction():
-            await con.execute("SELECT pg_advisory_xact_lock($1)", _DATA_LOCK)
-            names = [
-                r["name"]
-                for r in await con.fetch(f"SELECT name FROM {p}session_data WHERE skey = $1", skey)
-            ]
-            for table in ("sessions", "context_chunks", "tool_results", "session_data", "states"):
-                await con.execute(f"DELETE FROM {p}{table} WHERE skey = $1", skey)
-            await con.execute(
-                f"DELETE FROM {p}data d WHERE d.name = ANY($1::text[]) "
-                f"AND NOT EXISTS (SELECT 1 FROM {p}session_data r WHERE r.name = d.name)",
-                names,
-            )
+        async with self._pool_or_fail().acquire() as con:
+            # A session-level lock: it covers deleting the blobs after the rows' commit.
+            await con.execute("SELECT pg_advisory_lock($1)", _DATA_LOCK)
+            try:
+                async with con.transaction():
+                    names = [
+                        r["name"]
+                        for r in await con.fetch(
+                            f"SELECT name FROM {p}session_data WHERE skey = $1", skey
+                        )
+                    ]
+                    blobs: set[str] = set()
+                    for table in ("context_chunks", "tool_results"):
+                        rows = await con.fetch(
+                            f"DELETE FROM {p}{table} WHERE skey = $1 RETURNING blob", skey
+                        )
+                        blobs.update(r["blob"] for r in rows if r["blob"] is not None)
+                    for table in ("sessions", "session_data", "states"):
+                        await con.execute(f"DELETE FROM {p}{table} WHERE skey = $1", skey)
+                    rows = await con.fetch(
+                        f"DELETE FROM {p}data d WHERE d.name = ANY($1::text[]) AND NOT EXISTS "
+                        f"(SELECT 1 FROM {p}session_data r WHERE r.name = d.name) RETURNING blob",
+                        names,
+                    )
+                    blobs.update(r["blob"] for r in rows if r["blob"] is not None)
+                    unused = await self._unreferenced(con, sorted(blobs))
+                # After the commit: a crash here leaves unreferenced blobs, never a row
+                # naming a deleted one.
+                if unused and self.blobs is not None:
+                    await self.blobs.delete_blobs(unused)
+            finally:
+                await con.execute("SELECT pg_advisory_unlock($1)", _DATA_LOCK)
+
+    async def _unreferenced(self, con: Any, digests: list[str]) -> list[str]:
+        if not digests:
+            return []
+        used = " UNION ".join(
+            f"SELECT blob FROM {self._p}{t} WHERE blob = ANY($1::text[])" for t in _BLOB_TABLES
+        )
+        referenced = {r["blob"] for r in await con.fetch(used, digests)}
+        return [d for d in digests if d not in referenced]
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -167,19 +262,34 @@ class PostgresWorkspace(BaseWorkspace):
         p = self._p
         pool = self._pool_or_fail()
         if item.kind == "data":
-            got = await pool.fetchval(f"SELECT body FROM {p}data WHERE name = $1", item.name)
-            return None if got is None else bytes(got)
+            row = await pool.fetchrow(f"SELECT body, blob FROM {p}data WHERE name = $1", item.name)
+            return None if row is None else await self._body(row, item)
         if item.kind == "tool_result":
-            got = await pool.fetchval(
-                f"SELECT body FROM {p}tool_results WHERE skey = $1 AND name = $2",
+            row = await pool.fetchrow(
+                f"SELECT body, blob FROM {p}tool_results WHERE skey = $1 AND name = $2",
                 item.session_key,
                 item.name,
             )
-            return None if got is None else bytes(got)
+            return None if row is None else await self._body(row, item)
         rows = await pool.fetch(
-            f"SELECT body FROM {p}context_chunks WHERE skey = $1 ORDER BY id", item.session_key
+            f"SELECT body, blob FROM {p}context_chunks WHERE skey = $1 ORDER BY id",
+            item.session_key,
         )
-        return b"".join(bytes(r["body"]) for r in rows) if rows else None
+        return (
+            b"".join(await asyncio.gather(*(self._body(r, item) for r in rows))) if rows else None
+        )
+
+    async def _body(self, row: Any, item: ItemPath) -> bytes:
+        if row["blob"] is None:
+            return bytes(row["body"])
+        got = None if self.blobs is None else await self.blobs.get_blob(row["blob"])
+        if got is None:
+            where = "no blob store is configured" if self.blobs is None else "it is missing"
+            raise WorkspaceError(
+                f"{item.rel} is stored as blob {row['blob']} in the blob store, but {where}; "
+                "pass the blob store this workspace was written with (blobs=...)"
+            )
+        return got
 
     async def _load_state(self, skey: str) -> bytes | None:
         got = await self._pool_or_fail().fetchval(
@@ -197,14 +307,14 @@ class PostgresWorkspace(BaseWorkspace):
         where = "WHERE ($1::text IS NULL OR s.skey = $1)"
         out: list[tuple[ItemPath, int, str | None]] = []
         for r in await pool.fetch(
-            f"SELECT s.skey, s.session_id, SUM(octet_length(x.body)) AS size FROM {p}sessions s "
+            f"SELECT s.skey, s.session_id, SUM({_SIZE.format(t='x.')}) AS size FROM {p}sessions s "
             f"JOIN {p}context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey, s.session_id",
             skey,
         ):
             item = ItemPath("context", r["skey"], CONTEXT_FILE)
             out.append((item, int(r["size"]), _dec(r["session_id"])))
         for r in await pool.fetch(
-            f"SELECT s.skey, s.session_id, t.name, octet_length(t.body) AS size "
+            f"SELECT s.skey, s.session_id, t.name, {_SIZE.format(t='t.')} AS size "
             f"FROM {p}sessions s JOIN {p}tool_results t ON t.skey = s.skey {where}",
             skey,
         ):
@@ -212,11 +322,11 @@ class PostgresWorkspace(BaseWorkspace):
             out.append((item, int(r["size"]), _dec(r["session_id"])))
         if skey is None:
             rows = await pool.fetch(
-                f"SELECT name, octet_length(body) AS size, NULL::bytea AS sid FROM {p}data"
+                f"SELECT name, {_SIZE.format(t='')} AS size, NULL::bytea AS sid FROM {p}data"
             )
         else:
             rows = await pool.fetch(
-                f"SELECT d.name, octet_length(d.body) AS size, s.session_id AS sid "
+                f"SELECT d.name, {_SIZE.format(t='d.')} AS size, s.session_id AS sid "
                 f"FROM {p}session_data r JOIN {p}data d ON d.name = r.name "
                 f"JOIN {p}sessions s ON s.skey = r.skey WHERE r.skey = $1",
                 skey,
