@@ -8,6 +8,7 @@ too: :class:`contextfold.testing.WorkspaceContract`. ``S3Workspace`` is also a
 
 from ._base import BaseWorkspace
 from ._blobs import BlobStore
+from ._lease import Lease, LeaseHolder, SessionLease
 from ._local import LocalWorkspace
 from ._memory import MemoryWorkspace
 from ._names import decode_key, encode_key, glob_to_regex, parse_ref
@@ -24,12 +25,15 @@ __all__ = [
     "GrepMatch",
     "ItemInfo",
     "ItemKind",
+    "Lease",
+    "LeaseHolder",
     "LocalWorkspace",
     "MemoryWorkspace",
     "Offloader",
     "PostgresWorkspace",
     "S3Workspace",
     "SQLiteWorkspace",
+    "SessionLease",
     "SessionStore",
     "WorkspaceReader",
     "decode_key",

@@ -6,10 +6,11 @@ import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import MissingDependencyError, WorkspaceError
+from .._exceptions import LeaseLostError, MissingDependencyError, SessionLeasedError, WorkspaceError
 from ._base import BaseWorkspace
 from ._blobs import BlobStore, blob_digest
-from ._names import CONTEXT_FILE, ItemPath, tool_file
+from ._lease import Lease, LeaseHolder, acquire_lease
+from ._names import CONTEXT_FILE, ItemPath, encode_key, tool_file
 
 if TYPE_CHECKING:
     import asyncpg
@@ -49,6 +50,13 @@ CREATE INDEX IF NOT EXISTS {p}tool_results_by_blob ON {p}tool_results (blob)
 CREATE INDEX IF NOT EXISTS {p}data_by_blob ON {p}data (blob) WHERE blob IS NOT NULL;
 """
 _BLOB_TABLES = ("context_chunks", "tool_results", "data")
+
+# One row per session ever leased; kept by purge, so fencing tokens never repeat.
+_LEASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {p}leases (
+    skey TEXT PRIMARY KEY, token BIGINT NOT NULL, owner TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL);
+"""
 _SIZE = "COALESCE({t}blob_size, octet_length({t}body))"
 
 
@@ -68,6 +76,11 @@ class PostgresWorkspace(BaseWorkspace):
     body the blob store lacks (a crash in between leaves an unreferenced blob, never a
     dangling row); purge deletes the blobs no row references any more. This workspace
     initializes and closes the blob store it is given.
+
+    A ``SessionLease``: :meth:`acquire_lease` grants one worker a session at a time (a
+    row lock with an expiry in server time, renewed in the background), and
+    ``save_state`` refuses to replace the state of a session another worker leases
+    (``SessionLeasedError``) or whose lease this instance lost (``LeaseLostError``).
     """
 
     def __init__(
@@ -91,6 +104,8 @@ class PostgresWorkspace(BaseWorkspace):
         self._pool: asyncpg.Pool | None = None
         self.blobs = blobs
         self.blob_threshold = blob_threshold
+        self._held: dict[str, int] = {}
+        """Fencing tokens of the leases this instance was granted, by session key."""
 
     async def initialize(self) -> None:
         """Connect and create the schema (idempotent, safe to run concurrently)."""
@@ -107,6 +122,7 @@ class PostgresWorkspace(BaseWorkspace):
             await con.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
             await con.execute(_SCHEMA.format(p=self._p))
             await con.execute(_BLOB_SCHEMA.format(p=self._p))
+            await con.execute(_LEASE_SCHEMA.format(p=self._p))
         if self.blobs is not None:
             await self.blobs.initialize()
         self._initialized = True
@@ -204,12 +220,101 @@ class PostgresWorkspace(BaseWorkspace):
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
         async with self._pool_or_fail().acquire() as con, con.transaction():
+            await self._fence(con, skey, session_id)
             await self._touch(con, skey, session_id)
             await con.execute(
                 f"INSERT INTO {self._p}states (skey, body) VALUES ($1, $2) "
                 "ON CONFLICT (skey) DO UPDATE SET body = EXCLUDED.body",
                 skey,
                 state,
+            )
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, session_id: str, *, ttl: float = 30.0, wait: float = 0.0, owner: str | None = None
+    ) -> Lease:
+        """Take the session's lease for ``ttl`` seconds, renewed in the background.
+
+        Waits up to ``wait`` seconds while another worker holds it, then raises
+        ``SessionLeasedError`` naming the holder. A worker that dies stops renewing, so
+        its lease expires after ``ttl`` seconds and the session can be taken over.
+        """
+        self._require_init()
+        return await acquire_lease(self, session_id, ttl=ttl, wait=wait, owner=owner)
+
+    async def _lease_try(self, session_id: str, owner: str, ttl: float) -> int | LeaseHolder:
+        skey = encode_key(session_id, what="session_id")
+        pool = self._pool_or_fail()
+        token = await pool.fetchval(
+            f"INSERT INTO {self._p}leases AS l (skey, token, owner, expires_at) "
+            "VALUES ($1, 1, $2, clock_timestamp() + $3 * interval '1 second') "
+            "ON CONFLICT (skey) DO UPDATE SET token = l.token + 1, owner = EXCLUDED.owner, "
+            "expires_at = EXCLUDED.expires_at WHERE l.expires_at <= clock_timestamp() "
+            "RETURNING token",
+            skey,
+            owner,
+            float(ttl),
+        )
+        if token is not None:
+            self._held[skey] = int(token)
+            return int(token)
+        row = await pool.fetchrow(
+            f"SELECT owner, expires_at FROM {self._p}leases WHERE skey = $1", skey
+        )
+        if row is None:  # released and gone between the two statements: try again
+            return await self._lease_try(session_id, owner, ttl)
+        return LeaseHolder(owner=row["owner"], expires_at=row["expires_at"])
+
+    async def _lease_renew(self, session_id: str, token: int, ttl: float) -> bool:
+        skey = encode_key(session_id, what="session_id")
+        kept = await self._pool_or_fail().fetchval(
+            f"UPDATE {self._p}leases SET expires_at = clock_timestamp() + $3 * interval "
+            "'1 second' WHERE skey = $1 AND token = $2 RETURNING 1",
+            skey,
+            token,
+            float(ttl),
+        )
+        if kept is None and self._held.get(skey) == token:
+            del self._held[skey]
+        return kept is not None
+
+    async def _lease_release(self, session_id: str, token: int) -> None:
+        skey = encode_key(session_id, what="session_id")
+        if self._held.get(skey) == token:
+            del self._held[skey]
+        if self._pool is not None:
+            await self._pool.execute(
+                f"UPDATE {self._p}leases SET expires_at = '-infinity' "
+                "WHERE skey = $1 AND token = $2",
+                skey,
+                token,
+            )
+
+    async def _fence(self, con: Any, skey: str, session_id: str) -> None:
+        """Refuse a state write from anyone but the session's lease holder, if it has one.
+
+        ``FOR SHARE`` holds off a new grant until this transaction ends.
+        """
+        row = await con.fetchrow(
+            f"SELECT token, owner, expires_at, expires_at > clock_timestamp() AS live "
+            f"FROM {self._p}leases WHERE skey = $1 FOR SHARE",
+            skey,
+        )
+        held = self._held.get(skey)
+        if row is None or row["token"] == held:
+            return
+        if held is not None:
+            raise LeaseLostError(
+                f"this worker's lease on session {session_id!r} was lost: it expired and "
+                f"{row['owner']} took the session over; stop running it here (its state "
+                "would overwrite the new worker's)"
+            )
+        if row["live"]:
+            raise SessionLeasedError(
+                f"session {session_id!r} is leased by another worker ({row['owner']}) until "
+                f"{row['expires_at']:%Y-%m-%d %H:%M:%S} UTC; only the lease holder may save "
+                "its state"
             )
 
     async def _purge(self, skey: str) -> None:
