@@ -6,9 +6,10 @@ uses its own key prefix in one bucket.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from contextfold import MissingDependencyError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.testing import WorkspaceContract
+from contextfold.testing._workspace import PNG, image
 from contextfold.workspace import BaseWorkspace, S3Workspace
 
 from ..s3_server import create_bucket, s3_server
@@ -149,3 +151,27 @@ async def test_missing_aiobotocore_names_the_extra(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "aiobotocore.config", None)
     with pytest.raises(MissingDependencyError, match=r"contextfold\[s3\]"):
         await S3Workspace("bucket").initialize()
+
+
+async def test_purge_puts_data_back_when_a_writer_references_it_meanwhile(
+    s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    class Racing(S3Workspace):
+        """Another session's writer stores its reference just as purge deletes the data
+        (having seen the data still there, it does not write it again)."""
+
+        async def _delete(self, keys: Iterable[str]) -> None:
+            keys = list(keys)
+            await super()._delete(keys)
+            for key in keys:
+                if key.startswith("data/"):
+                    await self._put(f"sessions/s2/data/{key[5:]}", b"")
+                    await self._put(f"data-refs/{key[5:]}/s2", b"")
+
+    ws = Racing(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await ws.initialize()
+    ref = await ws.offload_data("s1", image())
+    await ws.purge("s1")
+    assert await ws.read_bytes(ref) == base64.b64decode(PNG)
+    assert [i.ref for i in await ws.list_items("s2")] == [ref]
+    await ws.close()

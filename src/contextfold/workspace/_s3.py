@@ -204,7 +204,7 @@ class S3Workspace(BaseWorkspace):
         from botocore.exceptions import ClientError
 
         full = self.prefix + key
-        while True:
+        for _ in range(_ATTEMPTS * 4):
             async with self._gate, self._boundary("write", full):
                 try:
                     s3 = self._s3()
@@ -225,7 +225,8 @@ class S3Workspace(BaseWorkspace):
                         return False
                     if code != "ConditionalRequestConflict":  # 409: retry, as AWS advises
                         raise
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.02)
+        raise WorkspaceError(f"S3 kept answering 409 (conflicting writes) for {full}")
 
     async def _list(self, prefix: str) -> list[tuple[str, int]]:
         """``(key below prefix, size)`` of every object under ``prefix``, in key order."""
@@ -237,6 +238,13 @@ class S3Workspace(BaseWorkspace):
                 for obj in page.get("Contents", []):
                     out.append((obj["Key"][len(full) :], int(obj["Size"])))
         return out
+
+    async def _any(self, prefix: str) -> bool:
+        """Whether any object's key starts with ``prefix``."""
+        full = self.prefix + prefix
+        async with self._gate, self._boundary("list", full):
+            got = await self._s3().list_objects_v2(Bucket=self.bucket, Prefix=full, MaxKeys=1)
+        return bool(got.get("Contents"))
 
     async def _list_dirs(self, prefix: str) -> list[str]:
         """The names of the ``/``-delimited folders directly under ``prefix``."""
@@ -477,13 +485,13 @@ class S3Workspace(BaseWorkspace):
         while deleting. A writer stores its reference before it checks for the object, so
         either this sees the reference or the writer sees the object gone and stores it.
         """
-        if await self._list(f"data-refs/{name}/"):
+        if await self._any(f"data-refs/{name}/"):
             return
         got = await self._get_obj(f"data/{name}")
         if got is None:
             return
         await self._delete([f"data/{name}"])
-        if await self._list(f"data-refs/{name}/"):
+        if await self._any(f"data-refs/{name}/"):
             await self._put(f"data/{name}", got[0])
 
     # -- BlobStore -------------------------------------------------------------------------
