@@ -153,7 +153,9 @@ class PostgresWorkspace(BaseWorkspace):
         """``(body, blob, blob_size)`` for a row: a large body goes to the blob store first.
 
         Runs in the row's transaction, under the shared data lock: purge deletes blobs
-        under the exclusive one, so it never deletes one a row is about to name.
+        under the exclusive one, so it never deletes one a row is about to name. Call it
+        before touching any row, so the lock comes first in every transaction (no deadlock
+        with a purge).
         """
         if self.blobs is None or len(body) < self.blob_threshold:
             return body, None, None
@@ -166,8 +168,8 @@ class PostgresWorkspace(BaseWorkspace):
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         async with self._pool_or_fail().acquire() as con, con.transaction():
+            body, blob, size = await self._stored(con, payload)  # the data lock before rows
             await self._touch(con, skey, session_id)
-            body, blob, size = await self._stored(con, payload)
             await con.execute(
                 f"INSERT INTO {self._p}context_chunks (skey, body, blob, blob_size) "
                 "VALUES ($1, $2, $3, $4)",
@@ -179,8 +181,8 @@ class PostgresWorkspace(BaseWorkspace):
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         async with self._pool_or_fail().acquire() as con, con.transaction():
-            await self._touch(con, skey, session_id)
             stored, blob, size = await self._stored(con, body)
+            await self._touch(con, skey, session_id)
             name = tool_file(tkey)
             while True:
                 got = await con.fetchval(
