@@ -87,3 +87,13 @@ def s3_bucket(s3_endpoint: str) -> str:
 def s3_prefix() -> str:
     """A fresh key prefix: each test gets its own empty part of the bucket."""
     return f"t{uuid.uuid4().hex[:10]}/"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The counts the reliability tests report (rounds run, messages checked)."""
+    from .reliability.rel_support import SUMMARY
+
+    if SUMMARY:
+        terminalreporter.section("reliability counts")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)

@@ -39,7 +39,7 @@ from contextfold.workspace import BlobStore, PostgresWorkspace
 
 from ..workspace import _ws_proc
 from . import rel_resume_child as child
-from .rel_support import record, rng, scaled
+from .rel_support import record, rng, scaled, summarize
 
 ROUNDS = 20
 POINTS = ("tool", "compression", "between")
@@ -216,8 +216,8 @@ def test_sigkilled_worker_is_resumed_by_another_process(
         totals["acked"] += len(acked)
         totals["reruns before store"] += reruns
     assert totals["from_s3"] > 0, "no offloaded item went to S3"
-    print(
-        f"\n[resume postgres+s3] rounds={rounds} kills during tool={kills['tool']} "
+    summarize(
+        f"[resume postgres+s3] rounds={rounds} kills during tool={kills['tool']} "
         f"compression={kills['compression']} between steps={kills['between']} "
         f"acked messages={totals['acked']} items read={totals['items']} "
         f"(from S3: {totals['from_s3']}) references read={totals['refs']} "
