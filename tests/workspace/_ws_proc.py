@@ -61,6 +61,7 @@ async def _work(spec: dict[str, Any], mode: str, writer: int, n: int, out_fd: in
                 ref = await ws.offload_tool_result("shared", block)
                 os.write(out_fd, f"{ref}\n".encode())
         elif mode == "crash":
+            os.write(out_fd, b"ready\n")  # the parent's kill clock starts here
             i = 0
             while True:
                 size = random.choice([10, 1000, 50_000, 400_000])

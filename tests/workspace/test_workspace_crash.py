@@ -1,9 +1,10 @@
 """A writer killed with SIGKILL at random points never loses an acknowledged line.
 
 Each round forks a writer that appends messages of 10 B to 400 kB and reports ``ack <id>``
-on a pipe after each append returned; the parent kills it at a random moment. After 30 rounds
-(10 for the databases and S3) on the same session, every acknowledged message is present and
-every complete line of the log parses.
+on a pipe after each append returned; the parent kills it at a random moment of its writing
+(20 to 300 ms after it said it was connected). After 30 rounds (10 for the databases and
+S3) on the same session, every acknowledged message is present and every complete line of
+the log parses.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def _kill_round(spec: dict[str, Any], writer: int, rng: random.Random) -> set[st
     rfd, wfd = os.pipe()
     proc = workspace_proc.start(spec, "crash", writer, 0, wfd)
     os.close(wfd)
+    ready = os.read(rfd, 6)  # blocks until the writer has connected (slow on a busy machine)
+    assert ready == b"ready\n", f"the writer died before it was ready ({proc.exitcode})"
     os.set_blocking(rfd, False)
     deadline = time.monotonic() + rng.uniform(0.02, 0.3)
     chunks: list[bytes] = []
