@@ -37,6 +37,16 @@ def rng(salt: int = 0) -> random.Random:
     return random.Random(SEED * 1_000_003 + salt)
 
 
+SUMMARY: list[str] = []
+"""Lines the tests want in pytest's terminal summary (printed by ``tests/conftest.py``)."""
+
+
+def summarize(line: str) -> None:
+    """Show ``line`` at the end of the run, even when output is captured."""
+    print(line)
+    SUMMARY.append(line)
+
+
 def record(area: str, what: str, count: int = 1) -> None:
     """Count something the suite exercised (written only when a report file is set)."""
     path = os.environ.get("CONTEXTFOLD_RELIABILITY_REPORT")
