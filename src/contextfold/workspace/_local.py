@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import fcntl
 import os
@@ -29,10 +28,13 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REFS = "data.refs"
 _STATE = "state.json"
 _ID_FILE = ".session_id"
+_FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
+_DIR_MODE = 0o700
 
 
 class LocalWorkspace(BaseWorkspace):
-    """Offloaded content under ``workdir``, in the layout of context-management.zh, section 使用 LocalWorkspace::
+    """Offloaded content under ``workdir``, in the layout of context-management.zh, section
+    使用 LocalWorkspace::
 
         {workdir}/sessions/{session}/context.jsonl          offloaded messages, appended
         {workdir}/sessions/{session}/tool_result-{id}.txt   one whole tool result each
@@ -56,6 +58,10 @@ class LocalWorkspace(BaseWorkspace):
       or ``os.replace`` (data: a final name always holds complete content).
     - ``fsync=True`` (default) flushes each write to disk before the call returns, so an
       acknowledged offload survives power loss; ``fsync=False`` survives process crashes only.
+
+    Private by default: every file the workspace creates is ``0600`` and every directory
+    ``0700`` (set with ``fchmod``, so the umask does not matter), since tool output often
+    holds tokens, keys and customer data. A ``workdir`` that already exists keeps its mode.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
@@ -79,7 +85,9 @@ class LocalWorkspace(BaseWorkspace):
         self._initialized = True
 
     def _init_sync(self) -> None:
-        os.makedirs(self._given, exist_ok=True)
+        if not os.path.isdir(self._given):
+            os.makedirs(self._given, _DIR_MODE, exist_ok=True)
+            os.chmod(self._given, _DIR_MODE)  # makedirs' mode is filtered by the umask
         self._root = os.path.realpath(self._given)
         for sub in ("sessions", "data", "skills"):
             os.close(self._open_dir(sub, create=True))
@@ -102,9 +110,7 @@ class LocalWorkspace(BaseWorkspace):
         fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
+                created = create and _mkdir(part, fd)
                 try:
                     nfd = os.open(part, _DIR, dir_fd=fd)
                 except OSError as exc:
@@ -112,6 +118,8 @@ class LocalWorkspace(BaseWorkspace):
                     raise
                 os.close(fd)
                 fd = nfd
+                if created:
+                    _make_private(fd, _DIR_MODE)
             return fd
         except BaseException:
             os.close(fd)
@@ -119,14 +127,8 @@ class LocalWorkspace(BaseWorkspace):
 
     def _session_dir(self, skey: str, session_id: str, *, create: bool) -> int:
         sfd = self._open_dir("sessions")
-        created = False
         try:
-            if create:
-                try:
-                    os.mkdir(skey, 0o755, dir_fd=sfd)
-                    created = True
-                except FileExistsError:
-                    pass
+            created = create and _mkdir(skey, sfd)
             try:
                 dfd = os.open(skey, _DIR, dir_fd=sfd)
             except OSError as exc:
@@ -134,19 +136,23 @@ class LocalWorkspace(BaseWorkspace):
                 raise
         finally:
             os.close(sfd)
+        if created:
+            _make_private(dfd, _DIR_MODE)
         if created and is_capped(skey):  # the id cannot be decoded from a capped name
             _write_new(dfd, _ID_FILE, session_id.encode("utf-8", "surrogatepass"), fsync=False)
         return dfd
 
     def _open_file(self, dir_fd: int, name: str, flags: int, where: str) -> int:
         try:
-            fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+            fd = os.open(name, flags, _FILE_MODE, dir_fd=dir_fd)
         except OSError as exc:
             _raise_unsafe(exc, where)
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise UnsafePathError(f"{where} is not a regular file; refusing to use it")
+        if flags & os.O_CREAT:
+            _make_private(fd, _FILE_MODE)
         return fd
 
     # -- writing ---------------------------------------------------------------------------
@@ -391,6 +397,22 @@ class LocalWorkspace(BaseWorkspace):
             os.close(ddfd)
 
 
+def _mkdir(name: str, dir_fd: int) -> bool:
+    """Create directory ``name``; whether this call created it."""
+    try:
+        os.mkdir(name, _DIR_MODE, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _make_private(fd: int, mode: int) -> None:
+    """Set ``mode`` exactly (the umask only ever removes bits from what ``open`` asked)."""
+    st = os.fstat(fd)
+    if stat.S_IMODE(st.st_mode) != mode and st.st_uid == os.geteuid():
+        os.fchmod(fd, mode)
+
+
 def _raise_unsafe(exc: OSError, where: str) -> None:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
         raise UnsafePathError(
@@ -405,8 +427,9 @@ def _write_all(fd: int, payload: bytes) -> None:
 
 
 def _write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
-    fd = os.open(name, _NEW, 0o644, dir_fd=dir_fd)
+    fd = os.open(name, _NEW, _FILE_MODE, dir_fd=dir_fd)
     try:
+        _make_private(fd, _FILE_MODE)
         _write_all(fd, payload)
         if fsync:
             os.fsync(fd)
@@ -435,9 +458,10 @@ def _repair_tail(fd: int, where: str) -> None:
 @contextmanager
 def _flocked(dir_fd: int, op: int) -> Iterator[None]:
     fd = os.open(
-        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd
     )
     try:
+        _make_private(fd, _FILE_MODE)
         fcntl.flock(fd, op)
         yield
     finally:

@@ -42,6 +42,8 @@ class SQLiteWorkspace(BaseWorkspace):
     ``NORMAL`` (survives process crashes). The context log is stored as one row per
     offload call (a chunk), read back concatenated in insertion order. References are
     workspace-relative (``sessions/s1/context.jsonl``). Calls run in a worker thread.
+    A database file this class creates is ``0600`` (whatever the umask), and so are its
+    ``-wal`` and ``-shm`` files; an existing file keeps its mode.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class SQLiteWorkspace(BaseWorkspace):
         self._initialized = True
 
     def _connect(self) -> sqlite3.Connection:
+        _create_private(self._path)
         conn = sqlite3.connect(
             self._path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -227,6 +230,21 @@ class SQLiteWorkspace(BaseWorkspace):
             return out
 
         return await self._read(q)
+
+
+def _create_private(path: str) -> None:
+    """Create the database file ``0600`` (umask aside) if it is missing; SQLite gives its
+    ``-wal`` and ``-shm`` files the mode of the database file."""
+    if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _touch(c: sqlite3.Connection, skey: str, session_id: str) -> None:
