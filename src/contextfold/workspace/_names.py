@@ -4,9 +4,13 @@ Session ids and tool-call ids come from users, models and providers, so they are
 joined into paths as they are. Each id is *encoded* (never rejected, except the empty
 string) into one path segment:
 
-- the characters ``A-Z a-z 0-9 _ - .`` pass through, except a leading ``.``;
+- the characters ``a-z 0-9 _ - .`` pass through, except a leading ``.``;
 - every other character is percent-encoded as the ``%XX`` bytes of its UTF-8 form (so
-  ``/``, ``..``, NUL, ``%`` and non-ASCII text can never form a separator or a dot-dir);
+  ``/``, ``..``, NUL, ``%`` and non-ASCII text can never form a separator or a dot-dir).
+  Upper-case letters are encoded too (``Run-A`` is ``%52un-%41``): a name then holds
+  upper case only in its ``%XX`` escapes, which are always upper case, so two ids that
+  differ only in case never get names that do, and they stay apart on case-insensitive
+  filesystems (the macOS and Windows defaults);
 - an encoded name longer than 120 characters keeps its first 100 and gets ``~`` plus 16 hex
   digits of the SHA-256 of the id (``~`` never survives encoding, so this cannot collide
   with an encoded name).
@@ -50,7 +54,7 @@ __all__ = [
 CONTEXT_FILE = "context.jsonl"
 _MAX_KEY = 120
 _KEEP = 100
-_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 _KEY_RE = re.compile(r"[A-Za-z0-9_%\-][A-Za-z0-9_%.\-]{0,119}(?:~[0-9a-f]{1,16}){0,2}")
 _TOOL_RE = re.compile(r"tool_result-(.+)\.txt")
 _DATA_RE = re.compile(r"[0-9a-f]{64}\.[a-z0-9]{1,10}")
