@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import WorkspaceError
-from ..workspace import GrepMatch, ItemInfo, WorkspaceReader, glob_to_regex
+from ..workspace import GrepMatch, ItemInfo, WorkspaceReader, glob_to_regex, match_glob
 
 __all__ = ["readback_tools"]
 
@@ -30,8 +30,9 @@ def readback_tools(
 
     With ``session_id`` the tools see only that session's items (and the data files it
     references); otherwise the whole workspace. Errors come back as text starting with
-    ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every search, so a
-    catastrophic pattern cannot hang the agent. With ``max_chars``, ``Read`` returns fewer
+    ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every search and
+    glob, which run off the event loop, so a catastrophic pattern neither hangs the agent
+    nor stalls the other sessions of the process. With ``max_chars``, ``Read`` returns fewer
     lines than asked when they would exceed it (at least one line), and says which offset
     to continue from; the agent sets it from ``tool_result_limit`` so reads usually fit.
     """
@@ -137,11 +138,13 @@ def readback_tools(
             pattern: Glob over item paths; ``**`` spans directories, a pattern without
                 ``/`` matches file names (``*.txt``).
         """
-        matcher = glob_to_regex(pattern)
         try:
-            items = [i for i in await visible() if matcher.fullmatch(i.path)]
-        except WorkspaceError as exc:
+            matcher = glob_to_regex(pattern)
+            items = await visible()
+            keep = await match_glob(matcher, [i.path for i in items], time_limit=grep_timeout)
+        except (WorkspaceError, ValueError, TimeoutError) as exc:
             return f"Error: {exc}"
+        items = [i for i, k in zip(items, keep, strict=True) if k]
         if not items:
             return f"No offloaded items match {pattern!r}."
         return "\n".join(f"{i.ref}\t{i.kind}\t{i.size} bytes" for i in items)

@@ -6,6 +6,7 @@ too: :class:`contextfold.testing.WorkspaceContract`.
 """
 
 from ._base import BaseWorkspace
+from ._grep import match_glob
 from ._local import LocalWorkspace
 from ._memory import MemoryWorkspace
 from ._names import decode_key, encode_key, glob_to_regex, parse_ref
@@ -30,5 +31,6 @@ __all__ = [
     "decode_key",
     "encode_key",
     "glob_to_regex",
+    "match_glob",
     "parse_ref",
 ]

@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
+import regex
+
 from .._exceptions import UnsafePathError
+from ._grep import MAX_PATTERN_LENGTH
 
 __all__ = [
     "CONTEXT_FILE",
@@ -158,11 +161,19 @@ def media_type_of(name: str) -> str:
     return mimetypes.guess_type(f"x.{ext}")[0] or "application/octet-stream"
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
+def glob_to_regex(pattern: str) -> regex.Pattern[str]:
     """Compile a glob over references: ``**`` spans ``/``, ``*`` and ``?`` do not.
 
     A pattern without ``/`` matches the last path segment (``*.txt``), as in gitignore.
+    Wildcards backtrack, so ``"**a" * 20 + "**Z"`` is exponential in the name: match with
+    a ``timeout=`` (the ``regex`` engine stops there), as the workspaces and tools do.
+    Raises ``ValueError`` for a pattern over ``MAX_PATTERN_LENGTH`` characters.
     """
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(
+            f"the glob pattern is {len(pattern):,} characters long, over the limit of "
+            f"{MAX_PATTERN_LENGTH:,}"
+        )
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -191,4 +202,7 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(c))
         i += 1
     prefix = "" if "/" in pattern else "(?:.*/)?"
-    return re.compile(prefix + "".join(out), re.DOTALL)
+    try:
+        return regex.compile(prefix + "".join(out), regex.DOTALL, cache_pattern=False)
+    except regex.error as exc:  # a character class such as [z-a]
+        raise ValueError(f"invalid glob pattern {pattern!r}: {exc}") from exc
