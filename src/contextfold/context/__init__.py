@@ -13,7 +13,7 @@ Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage,
 ``_engine`` (the state and the step), ``_summarizer`` (the seam and the model-backed
 summarizer), ``_extractive`` (summarizers without a model), ``_summary`` (the rendered
 summary layer), ``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split,
-escalation, image limit).
+escalation, image limit), ``_redact`` (the redaction hook applied to what leaves the context).
 """
 
 from ._config import (
@@ -25,6 +25,7 @@ from ._config import (
 from ._engine import HINT_NAME, ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._ledger import ArtifactLedger, extract_ledger
+from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
 from ._summarizer import (
     SUMMARY_TOOL,
     ModelSummarizer,
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_SUMMARY_TEMPLATE",
     "HINT_NAME",
     "READBACK_HINT",
+    "REDACTED",
     "SUMMARY_NAME",
     "SUMMARY_TOOL",
     "TRUNCATION_MARKER",
@@ -79,6 +81,7 @@ __all__ = [
     "ImageRemovalEvent",
     "ModelInput",
     "ModelSummarizer",
+    "Redactor",
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
@@ -88,6 +91,8 @@ __all__ = [
     "UsageHintEvent",
     "extract_ledger",
     "extractive_summary",
+    "redact_credentials",
+    "redact_messages",
     "render_summary",
     "safe_format",
     "summarize_items",

@@ -30,6 +30,7 @@ from ..workspace import DataOffloader, Offloader
 from ._config import ContextConfig
 from ._extractive import ExtractiveSummarizer
 from ._ledger import extract_ledger
+from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
     cap_summary,
@@ -422,9 +423,10 @@ class ContextEngine:
             return None
         compressed = snapshot[:k]
         previous = self._summary
-        ledger = ledger_of(previous).merge(extract_ledger(compressed))
+        folded, prefix = self._redacted(compressed, prefix)
+        ledger = ledger_of(previous).merge(extract_ledger(folded))
         summary_request = SummaryRequest(
-            messages=compressed,
+            messages=folded,
             previous=previous,
             instructions=safe_format(
                 config.compression_prompt,
@@ -520,6 +522,7 @@ class ContextEngine:
     async def _offload_context(self, msgs: list[Msg]) -> str | None:
         if self.offloader is None or not msgs:
             return None
+        msgs = self._redacted(msgs, None)[0]
         return await self.offloader.offload_context(self.session_id, msgs)
 
     async def _offload_result(self, block: ToolResultBlock) -> str | None:
@@ -527,7 +530,21 @@ class ContextEngine:
         # again, and each later Read of the copy could be copied once more.
         if self.offloader is None or is_readback(block):
             return None
+        if self.config.redact is not None:
+            block = redact_tool_result(block, self.config.redact)
         return await self.offloader.offload_tool_result(self.session_id, block)
+
+    def _redacted(
+        self, msgs: list[Msg], prefix: ModelInput | None
+    ) -> tuple[list[Msg], ModelInput | None]:
+        """What may leave the context: ``msgs`` (and the request prefix a summarizer may
+        reuse) through ``config.redact``, when one is set."""
+        redact = self.config.redact
+        if redact is None:
+            return msgs, prefix
+        if prefix is not None:
+            prefix = replace(prefix, context=tuple(redact_messages(prefix.context, redact)))
+        return redact_messages(msgs, redact), prefix
 
     async def _emit(self, event: ContextEvent) -> None:
         logger.info("context event: %s", event.model_dump_json())
