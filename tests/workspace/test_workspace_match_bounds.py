@@ -65,7 +65,7 @@ async def test_catastrophic_grep_times_out_without_stalling_the_loop(ws: MemoryW
 
 
 async def test_grep_tool_reports_the_timeout_while_the_loop_runs(ws: MemoryWorkspace) -> None:
-    _, grep, _ = readback_tools(ws, grep_timeout=2.0)
+    _, grep, *_ = readback_tools(ws, grep_timeout=2.0)
     result, stall = await _longest_stall(grep(CATASTROPHIC_REGEX))
     assert isinstance(result, str)
     assert result.startswith("Error: the pattern did not finish within 2s")
@@ -73,14 +73,14 @@ async def test_grep_tool_reports_the_timeout_while_the_loop_runs(ws: MemoryWorks
 
 
 async def test_exponential_glob_answers_without_stalling_the_loop(ws: MemoryWorkspace) -> None:
-    _, _, glob = readback_tools(ws, grep_timeout=2.0)
+    _, _, glob, *_ = readback_tools(ws, grep_timeout=2.0)
     result, stall = await _longest_stall(glob(EXPONENTIAL_GLOB))
     assert result == f"No offloaded items match {EXPONENTIAL_GLOB!r}."
     assert stall < 0.5
 
 
 async def test_glob_past_its_time_limit_is_a_clear_timeout_error(ws: MemoryWorkspace) -> None:
-    _, _, glob = readback_tools(ws, grep_timeout=0.0)
+    _, _, glob, *_ = readback_tools(ws, grep_timeout=0.0)
     assert (await glob("**")).startswith("Error: the glob pattern did not finish within 0s")
 
 
@@ -120,7 +120,7 @@ def test_overlong_glob_is_refused() -> None:
 
 async def test_ordinary_globs_still_match(ws: MemoryWorkspace) -> None:
     await ws.offload_context("s1", [Msg("user", "x", "user")])
-    _, _, glob = readback_tools(ws)
+    _, _, glob, *_ = readback_tools(ws)
     assert (await glob("*.jsonl")).startswith("sessions/s1/context.jsonl")
     assert "tool_result-c.txt" in await glob("sessions/**/tool_result-?.txt")
     assert (await glob("*.png")).startswith("No offloaded items")

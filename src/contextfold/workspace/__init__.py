@@ -1,8 +1,8 @@
 """Offload stores: where content that leaves the context is kept, and read back.
 
-Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceReader`` and
-``SessionStore``, and passes the same contract suite, which your own offloader can run
-too: :class:`contextfold.testing.WorkspaceContract`.
+Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceReader``,
+``WorkspaceSearch`` and ``SessionStore``, and passes the same contract suite, which your
+own offloader can run too: :class:`contextfold.testing.WorkspaceContract`.
 """
 
 from ._base import BaseWorkspace
@@ -11,9 +11,10 @@ from ._local import LocalWorkspace
 from ._memory import MemoryWorkspace
 from ._names import decode_key, encode_key, glob_to_regex, parse_ref
 from ._postgres import PostgresWorkspace
-from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader
+from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader, WorkspaceSearch
+from ._search import SearchableWorkspace
 from ._sqlite import SQLiteWorkspace
-from ._types import GrepMatch, ItemInfo, ItemKind
+from ._types import GrepMatch, ItemInfo, ItemKind, SearchHit
 
 __all__ = [
     "BaseWorkspace",
@@ -26,8 +27,11 @@ __all__ = [
     "Offloader",
     "PostgresWorkspace",
     "SQLiteWorkspace",
+    "SearchHit",
+    "SearchableWorkspace",
     "SessionStore",
     "WorkspaceReader",
+    "WorkspaceSearch",
     "decode_key",
     "encode_key",
     "glob_to_regex",

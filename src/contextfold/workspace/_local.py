@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import fcntl
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,8 +17,10 @@ from pathlib import Path
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
-from ._base import BaseWorkspace
+from ._grep import Deadline, off_loop
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+from ._search import RawHit, SearchableWorkspace
+from ._side_index import INDEX_FILE, SideIndex
 
 __all__ = ["LocalWorkspace"]
 
@@ -32,7 +36,7 @@ _FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
 _DIR_MODE = 0o700
 
 
-class LocalWorkspace(BaseWorkspace):
+class LocalWorkspace(SearchableWorkspace):
     """Offloaded content under ``workdir``, in the layout of context-management.zh, section
     使用 LocalWorkspace::
 
@@ -40,6 +44,7 @@ class LocalWorkspace(BaseWorkspace):
         {workdir}/sessions/{session}/tool_result-{id}.txt   one whole tool result each
         {workdir}/data/{sha256}.{ext}                       images and audio, deduplicated
         {workdir}/skills/                                   the agent's skill directory
+        {workdir}/search.sqlite3                            the search index (FTS5)
 
     ``{session}`` and ``{id}`` are encoded ids (see ``contextfold.workspace._names``), so no
     id can name a path outside ``workdir``; every path is opened component by component
@@ -59,6 +64,10 @@ class LocalWorkspace(BaseWorkspace):
     - ``fsync=True`` (default) flushes each write to disk before the call returns, so an
       acknowledged offload survives power loss; ``fsync=False`` survives process crashes only.
 
+    Search runs on a SQLite FTS5 index beside the files (see ``_side_index``): written
+    after each file write, it may lag a crash but never claims a missing item, and the
+    next append or ``initialize()`` indexes what it missed.
+
     Private by default: every file the workspace creates is ``0600`` and every directory
     ``0700`` (set with ``fchmod``, so the umask does not matter), since tool output often
     holds tokens, keys and customer data. A ``workdir`` that already exists keeps its mode.
@@ -68,6 +77,7 @@ class LocalWorkspace(BaseWorkspace):
         self._given = os.path.abspath(workdir)
         self._root = ""
         self._fsync = fsync
+        self._index: SideIndex | None = None
 
     @property
     def workdir(self) -> Path:
@@ -91,6 +101,17 @@ class LocalWorkspace(BaseWorkspace):
         self._root = os.path.realpath(self._given)
         for sub in ("sessions", "data", "skills"):
             os.close(self._open_dir(sub, create=True))
+        if self._index is None:
+            self._index = SideIndex(os.path.join(self._root, INDEX_FILE), fsync=self._fsync)
+            self._index.open()
+        self._catch_up()
+
+    async def close(self) -> None:
+        """Close the search index."""
+        index, self._index = self._index, None
+        self._initialized = False
+        if index is not None:
+            await asyncio.to_thread(index.close)
 
     # -- path handling ---------------------------------------------------------------------
 
@@ -169,9 +190,12 @@ class LocalWorkspace(BaseWorkspace):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             _repair_tail(fd, f"sessions/{skey}/{name}")
+            size = os.fstat(fd).st_size
             _write_all(fd, payload)
             if self._fsync:
                 os.fsync(fd)
+            if name == CONTEXT_FILE and self._index is not None:
+                self._index.log_appended(skey, fd, size, payload)  # after the write
         finally:
             os.close(fd)  # releases the lock
 
@@ -195,6 +219,8 @@ class LocalWorkspace(BaseWorkspace):
                 os.unlink(tmp, dir_fd=dfd)
             if self._fsync:
                 os.fsync(dfd)
+            if self._index is not None:
+                self._index.tool_stored(skey, name, body)  # after the file is published
             return name
         finally:
             os.close(dfd)
@@ -311,7 +337,7 @@ class LocalWorkspace(BaseWorkspace):
             except FileNotFoundError:
                 continue
             try:
-                entries = [(e.name, e.stat(follow_symlinks=False)) for e in os.scandir(dfd)]
+                entries = _stat_entries(dfd)
                 refs = self._read_in(("sessions", key), _REFS) if skey is not None else None
             finally:
                 os.close(dfd)
@@ -356,6 +382,8 @@ class LocalWorkspace(BaseWorkspace):
                 return
             if not stat.S_ISDIR(st.st_mode):
                 raise UnsafePathError(f"sessions/{skey} is not a directory; refusing to purge")
+            if self._index is not None:
+                self._index.drop_session(skey)  # before the files go
             doomed = f".purge-{uuid.uuid4().hex}"
             os.rename(skey, doomed, src_dir_fd=sfd, dst_dir_fd=sfd)
             refs = self._read_in(("sessions", doomed), _REFS) or b""
@@ -395,6 +423,77 @@ class LocalWorkspace(BaseWorkspace):
                         pass
         finally:
             os.close(ddfd)
+
+    # -- search ----------------------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Index what the files hold and the index lacks (a crash between the two)."""
+        index = self._index
+        if index is None:
+            return
+        indexed = index.indexed()
+        present = set()
+        for skey, name, size in self._item_sizes():
+            present.add((skey, name))
+            if indexed.get((skey, name)) == size:
+                continue
+            if name == CONTEXT_FILE:
+                self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, b"")
+            else:
+                body = self._read_in(("sessions", skey), name)
+                if body is not None:
+                    index.tool_stored(skey, name, body)
+        for skey in {k for k, n in indexed if (k, n) not in present}:
+            if not any(k == skey for k, _ in present):
+                index.drop_session(skey)  # removed behind the workspace's back
+
+    def _item_sizes(self) -> list[tuple[str, str, int]]:
+        return [
+            (item.session_key, item.name, size)
+            for item, size, _ in self._items_sync(None)
+            if item.session_key is not None
+        ]
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        self._require_init()
+        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+
+    def _search_sync(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        assert self._index is not None
+        try:
+            hits = self._index.query(terms, skey, limit, time.monotonic() + deadline.left())
+        except TimeoutError:
+            raise deadline.expired() from None
+        kept = []
+        for hit in hits:  # never claim an item that is gone (removed behind our back)
+            try:
+                dfd = self._open_dir("sessions", hit.skey)
+            except (FileNotFoundError, UnsafePathError):
+                continue
+            try:
+                st = os.stat(hit.name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            finally:
+                os.close(dfd)
+            if stat.S_ISREG(st.st_mode):
+                kept.append(dataclasses.replace(hit, session_id=self._session_id(hit.skey)))
+        return kept
+
+
+def _stat_entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:
+    """Names and stats in a directory; a temporary removed meanwhile is skipped."""
+    out = []
+    for entry in os.scandir(dir_fd):
+        try:
+            out.append((entry.name, entry.stat(follow_symlinks=False)))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def _mkdir(name: str, dir_fd: int) -> bool:

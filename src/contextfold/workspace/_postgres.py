@@ -6,8 +6,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MissingDependencyError, WorkspaceError
-from ._base import BaseWorkspace
+from ._grep import Deadline
 from ._names import CONTEXT_FILE, ItemPath, tool_file
+from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 if TYPE_CHECKING:
     import asyncpg
@@ -32,8 +33,21 @@ CREATE INDEX IF NOT EXISTS {p}session_data_by_name ON {p}session_data (name);
 CREATE TABLE IF NOT EXISTS {p}states (skey TEXT PRIMARY KEY, body BYTEA NOT NULL);
 """
 
+# Search: one row per document (a context-log line or a tool result), its terms as a
+# tsvector under a GIN index; search_sources says how far each item is indexed.
+_SEARCH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {p}search_docs (
+    id BIGSERIAL PRIMARY KEY, skey TEXT NOT NULL, name TEXT NOT NULL, line INTEGER NOT NULL,
+    text TEXT, terms TSVECTOR NOT NULL);
+CREATE INDEX IF NOT EXISTS {p}search_docs_terms ON {p}search_docs USING GIN (terms);
+CREATE INDEX IF NOT EXISTS {p}search_docs_by_session ON {p}search_docs (skey);
+CREATE TABLE IF NOT EXISTS {p}search_sources (
+    skey TEXT NOT NULL, name TEXT NOT NULL, upto BIGINT NOT NULL, lines INTEGER NOT NULL,
+    PRIMARY KEY (skey, name));
+"""
 
-class PostgresWorkspace(BaseWorkspace):
+
+class PostgresWorkspace(SearchableWorkspace):
     """The workspace in PostgreSQL, shared by any number of workers on any machines.
 
     ``initialize()`` creates the tables (named ``{table_prefix}sessions`` and so on) under
@@ -41,6 +55,10 @@ class PostgresWorkspace(BaseWorkspace):
     transaction; durability is the server's (``synchronous_commit``). The context log is
     one row per offload call, read back in commit-sequence order. References are
     workspace-relative (``sessions/s1/context.jsonl``). Needs the ``postgres`` extra.
+
+    Search is PostgreSQL full-text search (``tsvector`` under a GIN index, ranked by
+    ``ts_rank``), written in the same transaction as the content it indexes; appends to
+    one session take its index row's lock first, so line numbers follow chunk order.
     """
 
     def __init__(
@@ -69,6 +87,8 @@ class PostgresWorkspace(BaseWorkspace):
         async with self._pool.acquire() as con, con.transaction():
             await con.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
             await con.execute(_SCHEMA.format(p=self._p))
+            await con.execute(_SEARCH_SCHEMA.format(p=self._p))
+        await self._catch_up()
         self._initialized = True
 
     async def close(self) -> None:
@@ -96,9 +116,11 @@ class PostgresWorkspace(BaseWorkspace):
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         async with self._pool_or_fail().acquire() as con, con.transaction():
             await self._touch(con, skey, session_id)
+            await self._lock_index(con, skey)
             await con.execute(
                 f"INSERT INTO {self._p}context_chunks (skey, body) VALUES ($1, $2)", skey, payload
             )
+            await self._index_context(con, skey)
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         async with self._pool_or_fail().acquire() as con, con.transaction():
@@ -113,6 +135,7 @@ class PostgresWorkspace(BaseWorkspace):
                     body,
                 )
                 if got is not None:
+                    await self._index_tool(con, skey, name, body)
                     return name
                 name = tool_file(tkey, unique=True)
 
@@ -154,6 +177,8 @@ class PostgresWorkspace(BaseWorkspace):
                 for r in await con.fetch(f"SELECT name FROM {p}session_data WHERE skey = $1", skey)
             ]
             for table in ("sessions", "context_chunks", "tool_results", "session_data", "states"):
+                await con.execute(f"DELETE FROM {p}{table} WHERE skey = $1", skey)
+            for table in ("search_docs", "search_sources"):
                 await con.execute(f"DELETE FROM {p}{table} WHERE skey = $1", skey)
             await con.execute(
                 f"DELETE FROM {p}data d WHERE d.name = ANY($1::text[]) "
@@ -225,6 +250,139 @@ class PostgresWorkspace(BaseWorkspace):
             sid = None if r["sid"] is None else _dec(r["sid"])
             out.append((ItemPath("data", None, r["name"]), int(r["size"]), sid))
         return out
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def _lock_index(self, con: Any, skey: str) -> None:
+        """Lock the session's context index row (created if missing) until commit."""
+        await con.execute(
+            f"INSERT INTO {self._p}search_sources (skey, name, upto, lines) "
+            "VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+            skey,
+            CONTEXT_FILE,
+        )
+        await con.execute(
+            f"SELECT 1 FROM {self._p}search_sources WHERE skey = $1 AND name = $2 FOR UPDATE",
+            skey,
+            CONTEXT_FILE,
+        )
+
+    async def _index_context(self, con: Any, skey: str) -> None:
+        """Index the session's chunks past the indexed one; the caller holds the lock."""
+        p = self._p
+        row = await con.fetchrow(
+            f"SELECT upto, lines FROM {p}search_sources WHERE skey = $1 AND name = $2",
+            skey,
+            CONTEXT_FILE,
+        )
+        upto, lines = int(row["upto"]), int(row["lines"])
+        chunks = await con.fetch(
+            f"SELECT id, body FROM {p}context_chunks WHERE skey = $1 AND id > $2 ORDER BY id",
+            skey,
+            upto,
+        )
+        for chunk in chunks:
+            docs = context_docs(bytes(chunk["body"]), lines)
+            await self._add_docs(con, skey, CONTEXT_FILE, docs)
+            upto, lines = int(chunk["id"]), lines + len(docs)
+        await con.execute(
+            f"UPDATE {p}search_sources SET upto = $3, lines = $4 WHERE skey = $1 AND name = $2",
+            skey,
+            CONTEXT_FILE,
+            upto,
+            lines,
+        )
+
+    async def _index_tool(self, con: Any, skey: str, name: str, body: bytes) -> None:
+        claimed = await con.fetchval(
+            f"INSERT INTO {self._p}search_sources (skey, name, upto, lines) "
+            "VALUES ($1, $2, $3, 1) ON CONFLICT DO NOTHING RETURNING 1",
+            skey,
+            name,
+            len(body),
+        )
+        if claimed:
+            await self._add_docs(con, skey, name, [tool_doc(body)])
+
+    async def _add_docs(self, con: Any, skey: str, name: str, docs: list[Doc]) -> None:
+        await con.executemany(
+            f"INSERT INTO {self._p}search_docs (skey, name, line, text, terms) "
+            "VALUES ($1, $2, $3, $4, to_tsvector('simple', $5))",
+            [
+                (
+                    skey,
+                    name,
+                    d.line,
+                    None if d.text is None else d.text.replace("\x00", ""),
+                    d.terms,
+                )
+                for d in docs
+            ],
+        )
+
+    async def _catch_up(self) -> None:
+        """Index what the tables hold and the index lacks (tables of an older version)."""
+        p = self._p
+        pool = self._pool_or_fail()
+        stale = await pool.fetch(
+            f"SELECT DISTINCT x.skey FROM {p}context_chunks x LEFT JOIN {p}search_sources s "
+            "ON s.skey = x.skey AND s.name = $1 WHERE x.id > COALESCE(s.upto, 0)",
+            CONTEXT_FILE,
+        )
+        for row in stale:
+            async with pool.acquire() as con, con.transaction():
+                await self._lock_index(con, row["skey"])
+                await self._index_context(con, row["skey"])
+        missing = await pool.fetch(
+            f"SELECT t.skey, t.name FROM {p}tool_results t WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {p}search_sources s WHERE s.skey = t.skey AND s.name = t.name)"
+        )
+        for row in missing:
+            async with pool.acquire() as con, con.transaction():
+                body = await con.fetchval(
+                    f"SELECT body FROM {p}tool_results WHERE skey = $1 AND name = $2",
+                    row["skey"],
+                    row["name"],
+                )
+                if body is not None:
+                    await self._index_tool(con, row["skey"], row["name"], bytes(body))
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        import asyncpg
+
+        p = self._p
+        async with self._pool_or_fail().acquire() as con, con.transaction():
+            # The server stops the statement itself: the deadline is really kept.
+            await con.execute(
+                f"SET LOCAL statement_timeout = {max(1, int(deadline.left() * 1000))}"
+            )
+            try:
+                rows = await con.fetch(
+                    f"SELECT d.skey, d.name, d.line, d.text, s.session_id, "
+                    f"ts_rank(d.terms, q, 1) AS score "
+                    f"FROM {p}search_docs d CROSS JOIN to_tsquery('simple', $1) q "
+                    f"LEFT JOIN {p}sessions s ON s.skey = d.skey "
+                    f"WHERE d.terms @@ q AND ($2::text IS NULL OR d.skey = $2) "
+                    f"ORDER BY score DESC, d.id LIMIT $3",
+                    " | ".join(terms),
+                    skey,
+                    limit,
+                )
+            except asyncpg.QueryCanceledError:
+                raise deadline.expired() from None
+        return [
+            RawHit(
+                r["skey"],
+                r["name"],
+                int(r["line"]),
+                float(r["score"]),
+                r["text"],
+                None if r["session_id"] is None else _dec(r["session_id"]),
+            )
+            for r in rows
+        ]
 
 
 def _enc(session_id: str) -> bytes:
