@@ -558,7 +558,8 @@ def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_ena
     """The context-usage note: a trailing user-role message, never stored."""
     text = (
         f"Context usage: {tokens} of {context_size} tokens ({tokens / context_size:.0%}). "
-        f"Older messages are summarized automatically at {trigger_ratio:.0%}."
+        f"Older messages are summarized automatically at {trigger_ratio:.0%}; summarized messages "
+        "stay readable in the workspace: find them with Search (a few words), then Read."
     )
     if tool_enabled:
         text += (

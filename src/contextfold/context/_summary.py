@@ -93,7 +93,10 @@ def compose_summary(
             + "."
         )
     if ref is not None:
-        extras.append(f"The compressed messages are saved in '{ref}'.")
+        extras.append(
+            f"The compressed messages are saved in '{ref}'; find details there with Search "
+            "(by a few words), Grep or Read."
+        )
     ledger_text = ledger.render()
     if ledger_text:
         extras.append(ledger_text)
