@@ -142,3 +142,35 @@ async def test_postgres_tables_without_index_entries_are_indexed_on_open(pg_dsn:
     await again.initialize()
     assert await _found(again) == FOUND
     await again.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "local", "postgres"])
+async def any_ws(request: pytest.FixtureRequest, tmp_path: Path) -> SearchableWorkspace:
+    ws: SearchableWorkspace
+    if request.param == "memory":
+        from contextfold.workspace import MemoryWorkspace
+
+        ws = MemoryWorkspace()
+    elif request.param == "sqlite":
+        ws = SQLiteWorkspace(tmp_path / "ws.sqlite3", fsync=False)
+    elif request.param == "local":
+        ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    else:
+        ws = PostgresWorkspace(
+            request.getfixturevalue("pg_dsn"), table_prefix=f"t{uuid.uuid4().hex[:10]}_"
+        )
+    await ws.initialize()
+    return ws
+
+
+async def test_words_in_most_documents_are_left_out_but_never_all(
+    any_ws: SearchableWorkspace,
+) -> None:
+    msgs = [Msg("user", f"common filler number{i}", "user") for i in range(300)]
+    await any_ws.offload_context("s1", [*msgs, Msg("user", "common needle", "user")])
+    if isinstance(any_ws, PostgresWorkspace):  # its word frequencies come from ANALYZE
+        await any_ws._pool_or_fail().execute(f"ANALYZE {any_ws._p}search_docs")
+    [first, *_] = await any_ws.search("common needle")
+    assert (first.offset, first.snippet) == (300, "**common** **needle**")
+    assert len(await any_ws.search("common filler", limit=20)) == 20  # the rarest is kept
+    await any_ws.close()

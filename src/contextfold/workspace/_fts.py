@@ -6,13 +6,19 @@ terms of ``_terms`` in the indexed column; ranking is FTS5's built-in BM25.
 ``search_sources`` records how far each item is indexed (``upto``: a byte size or chunk
 id, the backend's choice; ``lines``: context lines indexed), which is how an index that
 lost entries (a crash between a write and its indexing) catches up.
+
+A query leaves out its terms found in 40% of all documents or more (their BM25 weight is
+near nothing, so they hardly change the ranking, yet every document they match would be
+scored), keeping the rarest when no other remains.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from ._search import Doc, RawHit
@@ -25,6 +31,7 @@ __all__ = [
     "drop_session",
     "fts_query",
     "get_source",
+    "reader",
     "set_source",
 ]
 
@@ -35,7 +42,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
 CREATE TABLE IF NOT EXISTS search_sources (
     skey TEXT NOT NULL, name TEXT NOT NULL, upto INTEGER NOT NULL, lines INTEGER NOT NULL,
     PRIMARY KEY (skey, name));
+CREATE VIRTUAL TABLE IF NOT EXISTS search_vocab USING fts5vocab(search_fts, 'row');
 """
+
+_PRUNE_FROM = 200
+"""Documents an index holds before common terms are left out of queries."""
+_COMMON = 0.4
+"""A term in this share of the documents or more is left out of a query: its BM25 weight
+(IDF) is at most log(1.5), against 5 to 9 for the words that find something."""
 
 
 def create_private(path: str) -> None:
@@ -51,6 +65,26 @@ def create_private(path: str) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+_readers = threading.local()
+_READERS_PER_THREAD = 4
+
+
+def reader(path: str, *, busy: float) -> sqlite3.Connection:
+    """A read connection to ``path`` for this thread, kept for the next search (the few
+    most recent paths per thread; opening one costs more than a small query)."""
+    cache: OrderedDict[str, sqlite3.Connection] | None = getattr(_readers, "cache", None)
+    if cache is None:
+        cache = _readers.cache = OrderedDict()
+    conn = cache.pop(path, None)
+    if conn is None:
+        conn = sqlite3.connect(path, check_same_thread=False)
+        while len(cache) >= _READERS_PER_THREAD:
+            cache.popitem(last=False)[1].close()
+    cache[path] = conn
+    conn.execute(f"PRAGMA busy_timeout = {max(1, int(busy * 1000))}")
+    return conn
 
 
 def add_docs(c: sqlite3.Connection, skey: str, name: str, docs: Sequence[Doc]) -> None:
@@ -86,6 +120,19 @@ def drop_session(c: sqlite3.Connection, skey: str) -> None:
     c.execute("DELETE FROM search_sources WHERE skey = ?", (skey,))
 
 
+def _distinctive(c: sqlite3.Connection, terms: list[str]) -> list[str]:
+    """``terms`` without those in more than half of the documents (see the module doc)."""
+    total = int(c.execute("SELECT COALESCE(SUM(lines), 0) FROM search_sources").fetchone()[0])
+    if total < _PRUNE_FROM:
+        return terms
+    docs = {}
+    for term in terms:
+        row = c.execute("SELECT doc FROM search_vocab WHERE term = ?", (term,)).fetchone()
+        docs[term] = 0 if row is None else int(row[0])
+    kept = [t for t in terms if docs[t] < _COMMON * total]
+    return kept or sorted(terms, key=lambda t: docs[t])[:1]
+
+
 def _match(terms: list[str]) -> str:
     # Terms are letters and digits only (see _terms), so quoting them is all it takes.
     return " OR ".join(f'"{t}"' for t in terms)
@@ -104,10 +151,11 @@ def fts_query(
     def interrupt() -> int:
         return 1 if time.monotonic() > deadline else 0
 
-    where = "" if skey is None else "AND skey = ?"
-    args: tuple[object, ...] = (_match(terms),) if skey is None else (_match(terms), skey)
     c.set_progress_handler(interrupt, 1_000)
     try:
+        terms = _distinctive(c, terms)
+        where = "" if skey is None else "AND skey = ?"
+        args: tuple[object, ...] = (_match(terms),) if skey is None else (_match(terms), skey)
         rows = c.execute(
             "SELECT skey, name, line, -bm25(search_fts), text FROM search_fts "
             f"WHERE search_fts MATCH ? {where} ORDER BY bm25(search_fts) LIMIT {int(limit)}",

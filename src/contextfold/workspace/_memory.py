@@ -10,7 +10,7 @@ from collections.abc import Callable
 from . import _fts
 from ._grep import Deadline, off_loop
 from ._names import CONTEXT_FILE, ItemPath, tool_file
-from ._search import RawHit, SearchableWorkspace, context_docs, tool_doc
+from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 __all__ = ["MemoryWorkspace"]
 
@@ -48,8 +48,8 @@ class MemoryWorkspace(SearchableWorkspace):
             self._ids.setdefault(skey, session_id)
             self._context.setdefault(skey, bytearray()).extend(payload)
             docs = context_docs(payload, self._lines.get(skey, 0))
-            self._lines[skey] = self._lines.get(skey, 0) + len(docs)
-            self._pending.append(lambda c: _fts.add_docs(c, skey, CONTEXT_FILE, docs))
+            lines = self._lines[skey] = self._lines.get(skey, 0) + len(docs)
+            self._pending.append(lambda c: _indexed(c, skey, CONTEXT_FILE, docs, lines))
         self._try_index()
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
@@ -61,7 +61,7 @@ class MemoryWorkspace(SearchableWorkspace):
                 name = tool_file(tkey, unique=True)
             tools[name] = bytes(body)
             doc = tool_doc(body)
-            self._pending.append(lambda c: _fts.add_docs(c, skey, name, [doc]))
+            self._pending.append(lambda c: _indexed(c, skey, name, [doc], 1))
         self._try_index()
         return name
 
@@ -163,3 +163,8 @@ class MemoryWorkspace(SearchableWorkspace):
     def _session_of(self, skey: str) -> str | None:
         with self._lock:
             return self._ids.get(skey)
+
+
+def _indexed(c: sqlite3.Connection, skey: str, name: str, docs: list[Doc], lines: int) -> None:
+    _fts.add_docs(c, skey, name, docs)
+    _fts.set_source(c, skey, name, 0, lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import MissingDependencyError, WorkspaceError
@@ -72,6 +73,7 @@ class PostgresWorkspace(SearchableWorkspace):
         self._p = table_prefix
         self._max = max_connections
         self._pool: asyncpg.Pool | None = None
+        self._freqs: tuple[float, dict[str, float]] | None = None
 
     async def initialize(self) -> None:
         """Connect and create the schema (idempotent, safe to run concurrently)."""
@@ -350,28 +352,24 @@ class PostgresWorkspace(SearchableWorkspace):
     async def _search(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
-        import asyncpg
-
         p = self._p
-        async with self._pool_or_fail().acquire() as con, con.transaction():
-            # The server stops the statement itself: the deadline is really kept.
-            await con.execute(
-                f"SET LOCAL statement_timeout = {max(1, int(deadline.left() * 1000))}"
+        terms = await self._distinctive(terms)
+        try:
+            # On timeout asyncpg cancels the statement on the server: the work really stops.
+            rows = await self._pool_or_fail().fetch(
+                f"SELECT d.skey, d.name, d.line, d.text, s.session_id, "
+                f"ts_rank(d.terms, q, 1) AS score "
+                f"FROM {p}search_docs d CROSS JOIN to_tsquery('simple', $1) q "
+                f"LEFT JOIN {p}sessions s ON s.skey = d.skey "
+                f"WHERE d.terms @@ q AND ($2::text IS NULL OR d.skey = $2) "
+                f"ORDER BY score DESC, d.id LIMIT $3",
+                " | ".join(terms),
+                skey,
+                limit,
+                timeout=deadline.left(),
             )
-            try:
-                rows = await con.fetch(
-                    f"SELECT d.skey, d.name, d.line, d.text, s.session_id, "
-                    f"ts_rank(d.terms, q, 1) AS score "
-                    f"FROM {p}search_docs d CROSS JOIN to_tsquery('simple', $1) q "
-                    f"LEFT JOIN {p}sessions s ON s.skey = d.skey "
-                    f"WHERE d.terms @@ q AND ($2::text IS NULL OR d.skey = $2) "
-                    f"ORDER BY score DESC, d.id LIMIT $3",
-                    " | ".join(terms),
-                    skey,
-                    limit,
-                )
-            except asyncpg.QueryCanceledError:
-                raise deadline.expired() from None
+        except TimeoutError:
+            raise deadline.expired() from None
         return [
             RawHit(
                 r["skey"],
@@ -383,6 +381,26 @@ class PostgresWorkspace(SearchableWorkspace):
             )
             for r in rows
         ]
+
+    async def _distinctive(self, terms: list[str]) -> list[str]:
+        """``terms`` without those in 40% of the documents or more, by the lexeme
+        frequencies ANALYZE keeps for the tsvector column (refreshed every minute): they
+        barely rank, yet every document they match would be scored. The rarest is kept
+        when none other remains."""
+        now = time.monotonic()
+        if self._freqs is None or now - self._freqs[0] > 60:
+            row = await self._pool_or_fail().fetchrow(
+                "SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS f "
+                "FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1 "
+                "AND attname = 'terms'",
+                f"{self._p}search_docs",
+            )
+            elems = (row["elems"] or []) if row is not None else []
+            freqs = (row["f"] or []) if row is not None else []
+            self._freqs = (now, dict(zip(elems, freqs, strict=False)))
+        freq = self._freqs[1]
+        kept = [t for t in terms if freq.get(t, 0.0) < 0.4]
+        return kept or sorted(terms, key=lambda t: freq.get(t, 0.0))[:1]
 
 
 def _enc(session_id: str) -> bytes:

@@ -61,6 +61,10 @@ class RawHit:
     """Filled in by backends that know it; else derived from ``skey``."""
 
 
+def _snippets(texts: list[str], terms: list[str]) -> list[str]:
+    return [snippet(text, terms) for text in texts]
+
+
 def context_docs(payload: bytes, first_line: int) -> list[Doc]:
     """The documents of whole context-log lines appended at line ``first_line``."""
     lines = payload.decode("utf-8", "replace").split("\n")
@@ -112,7 +116,7 @@ class SearchableWorkspace(BaseWorkspace):
         skey = None if session_id is None else encode_key(session_id, what="session_id")
         deadline = Deadline(time_limit, SEARCH_TIMEOUT)
         limit = max(1, min(int(limit), MAX_SEARCH_RESULTS))
-        hits: list[SearchHit] = []
+        found: list[tuple[RawHit, ItemPath, str]] = []
         for raw in await self._search(terms, skey, limit, deadline):
             kind: ItemKind = "context" if raw.name == CONTEXT_FILE else "tool_result"
             item = ItemPath(kind, raw.skey, raw.name)
@@ -122,16 +126,18 @@ class SearchableWorkspace(BaseWorkspace):
                 if body is None:
                     continue  # purged meanwhile
                 text = body[:MAX_DOC_CHARS].decode("utf-8", "replace")
-            deadline.left()
-            hits.append(
-                SearchHit(
-                    ref=self._display(item.rel),
-                    path=item.rel,
-                    kind=kind,
-                    offset=raw.line,
-                    score=round(raw.score, 4),
-                    snippet=await off_loop(snippet, text, terms),
-                    session_id=raw.session_id or self._session_of(raw.skey),
-                )
+            found.append((raw, item, text))
+        deadline.left()
+        snippets = await off_loop(_snippets, [text for _, _, text in found], terms)
+        return [
+            SearchHit(
+                ref=self._display(item.rel),
+                path=item.rel,
+                kind=item.kind,
+                offset=raw.line,
+                score=round(raw.score, 4),
+                snippet=snip,
+                session_id=raw.session_id or self._session_of(raw.skey),
             )
-        return hits
+            for (raw, item, _), snip in zip(found, snippets, strict=True)
+        ]

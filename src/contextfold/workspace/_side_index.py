@@ -112,10 +112,5 @@ class SideIndex:
     def query(
         self, terms: list[str], skey: str | None, limit: int, deadline: float
     ) -> list[RawHit]:
-        conn = sqlite3.connect(
-            self.path, timeout=max(0.0, deadline - time.monotonic()), check_same_thread=False
-        )
-        try:
-            return _fts.fts_query(conn, terms, skey, limit, deadline)
-        finally:
-            conn.close()
+        conn = _fts.reader(self.path, busy=max(0.0, deadline - time.monotonic()))
+        return _fts.fts_query(conn, terms, skey, limit, deadline)

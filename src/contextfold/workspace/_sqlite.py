@@ -261,16 +261,14 @@ class SQLiteWorkspace(SearchableWorkspace):
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
         # A connection of its own: a long search must not hold the writers' lock.
-        conn = sqlite3.connect(self._path, timeout=deadline.left(), check_same_thread=False)
         try:
+            conn = _fts.reader(self._path, busy=deadline.left())
             hits = _fts.fts_query(conn, terms, skey, limit, time.monotonic() + deadline.left())
             return _named(conn, hits)
         except TimeoutError:
             raise deadline.expired() from None
         except sqlite3.Error as exc:
             raise WorkspaceError(f"SQLite workspace {self._path!r} failed: {exc}") from exc
-        finally:
-            conn.close()
 
 
 def _index_context(c: sqlite3.Connection, skey: str) -> None:

@@ -11,6 +11,7 @@ lower-case letters and digits only, so each engine's own tokenizer keeps it as o
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ _WORD = re.compile(r"\w+(?:[./\\:\-]+\w+)*")
 _SEPARATORS = re.compile(r"[./\\:\-]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
 _MAX_TERM = 64
+_NON_ALNUM = re.compile(r"[\W_]+")
 _STOPWORDS = frozenset(
     [
         "a",
@@ -88,7 +90,7 @@ _STOPWORDS = frozenset(
 
 
 def _norm(word: str) -> str:
-    return "".join(ch for ch in word.lower() if ch.isalnum())[:_MAX_TERM]
+    return _NON_ALNUM.sub("", word.lower())[:_MAX_TERM]
 
 
 def _pieces(word: str) -> Iterable[str]:
@@ -107,12 +109,20 @@ def _pieces(word: str) -> Iterable[str]:
             yield from camel
 
 
+@functools.lru_cache(maxsize=65_536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    # Words repeat a lot (names, paths, log lines): each is split once.
+    out = []
+    for piece in _pieces(word):
+        term = _norm(piece)
+        if len(term) >= 2 and term not in _STOPWORDS:
+            out.append(term)
+    return tuple(out)
+
+
 def _terms(text: str) -> Iterable[str]:
-    for match in _WORD.finditer(text):
-        for piece in _pieces(match.group()):
-            term = _norm(piece)
-            if len(term) >= 2 and term not in _STOPWORDS:
-                yield term
+    for word in _WORD.findall(text):
+        yield from _word_terms(word)
 
 
 def index_terms(text: str) -> list[str]:
