@@ -160,16 +160,15 @@ def readback_tools(
         return "\n".join(f"{i.ref}\t{i.kind}\t{i.size} bytes" for i in items)
 
     async def Search(query: str, limit: int = 5, session: str | None = None) -> str:
-        """Find offloaded messages and tool results by meaning words, ranked best first.
+        """Rank offloaded messages and tool results by a few words you remember.
 
-        Use it when you remember roughly what you saw but not its exact text ("the
-        failing test in the parser module"); names and paths match whole and in parts
-        (``parse_args`` also finds ``parse``). Each hit shows the Read call that opens it.
+        For when you recall roughly what you saw, not its exact text; names and paths
+        also match by their parts. Each hit shows the Read call that opens it.
 
         Args:
             query: A few distinctive words, names or paths.
             limit: Maximum number of hits.
-            session: Search only this session's items (default: what you can read).
+            session: Only this session's items.
         """
         if not isinstance(reader, WorkspaceSearch):
             return "Error: this workspace has no search index; use Grep"

@@ -102,7 +102,7 @@ class LocalWorkspace(SearchableWorkspace):
         for sub in ("sessions", "data", "skills"):
             os.close(self._open_dir(sub, create=True))
         if self._index is None:
-            self._index = SideIndex(os.path.join(self._root, INDEX_FILE), fsync=self._fsync)
+            self._index = SideIndex(os.path.join(self._root, INDEX_FILE))
             self._index.open()
         self._catch_up()
 
