@@ -150,7 +150,7 @@ HOSTILE = 10
 HOSTILE_TURNS = 3
 CATASTROPHIC_REGEX = r"(a|aa)+$"  # exponential on the 'aaa...ab' lines the tool prints
 EXPONENTIAL_GLOB = "**a" * 20 + "**Z"  # exponential in plain re
-HOSTILE_QUERY = " ".join(f"line{i} log{i}" for i in range(32))  # 64 terms, all present
+HOSTILE_QUERY = " ".join(f"line{i} log{i}" for i in range(32))  # 64 words, all present
 HOSTILE_CALLS = [
     ("Grep", {"pattern": CATASTROPHIC_REGEX}),
     ("Glob", {"pattern": EXPONENTIAL_GLOB}),

@@ -64,7 +64,7 @@ def _background() -> None:
     value of its own, so a hostile pattern burns only what the loop leaves."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _pool() -> ThreadPoolExecutor:

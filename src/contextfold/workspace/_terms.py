@@ -28,7 +28,7 @@ __all__ = [
 
 MAX_QUERY_LENGTH = 1_000
 """Longest query, in characters, that ``search`` accepts."""
-MAX_QUERY_TERMS = 64
+MAX_QUERY_TERMS = 32
 """Most distinct terms a query is searched with (the first ones are kept)."""
 MAX_DOC_CHARS = 2_000_000
 """Characters of one item that are indexed; the rest of a huge tool result is not."""
