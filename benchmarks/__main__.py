@@ -12,7 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from . import fig_accuracy, fig_cost, fig_memory, fig_offload, fig_overhead, fig_retention
+from . import (
+    fig_accuracy,
+    fig_cost,
+    fig_memory,
+    fig_offload,
+    fig_overhead,
+    fig_retention,
+    fig_search,
+)
 from ._common import Options
 
 FIGURES = {
@@ -22,6 +30,7 @@ FIGURES = {
     "retention": fig_retention,  # figure 4
     "cost": fig_cost,  # figure 5
     "memory": fig_memory,  # figure 6 (reuses the overhead figure's synthetic runs)
+    "search": fig_search,  # ranked search (issue 14)
 }
 
 

@@ -127,7 +127,7 @@ class BuiltinWorkspaceTests:
         )
         with pytest.raises(TimeoutError, match="did not finish"):
             await workspace.grep(r"(a|aa)+$", time_limit=0.2)
-        _, grep, _ = readback_tools(workspace, grep_timeout=0.2)
+        _, grep, *_ = readback_tools(workspace, grep_timeout=0.2)
         assert "did not finish" in await grep(r"(a|aa)+$b")
 
     # -- several processes over one store ------------------------------------------------------

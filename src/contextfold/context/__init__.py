@@ -13,7 +13,7 @@ Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage,
 ``_engine`` (the state and the step), ``_summarizer`` (the seam and the model-backed
 summarizer), ``_extractive`` (summarizers without a model), ``_summary`` (the rendered
 summary layer), ``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split,
-escalation, image limit).
+escalation, image limit), ``_redact`` (the redaction hook applied to what leaves the context).
 """
 
 from ._config import (
@@ -26,6 +26,7 @@ from ._config import (
 from ._engine import HINT_NAME, ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._ledger import ArtifactLedger, extract_ledger
+from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
 from ._summarizer import (
     SUMMARY_ASK,
     ModelSummarizer,
@@ -65,6 +66,7 @@ __all__ = [
     "HINT_NAME",
     "MIN_TOOL_RESULT_LIMIT",
     "READBACK_HINT",
+    "REDACTED",
     "SUMMARY_ASK",
     "SUMMARY_NAME",
     "TRUNCATION_MARKER",
@@ -84,6 +86,7 @@ __all__ = [
     "ImageRemovalEvent",
     "ModelInput",
     "ModelSummarizer",
+    "Redactor",
     "Summarizer",
     "SummaryPrompt",
     "SummaryRequest",
@@ -95,6 +98,8 @@ __all__ = [
     "extract_ledger",
     "extractive_summary",
     "prefix_prompt",
+    "redact_credentials",
+    "redact_messages",
     "render_summary",
     "safe_format",
     "summarize_items",

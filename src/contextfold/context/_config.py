@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -158,6 +159,12 @@ class ContextConfig(BaseModel):
     truncation_keep: Literal["head_tail", "head"] = "head_tail"
     """What a truncated tool result keeps: its head and tail (default, since errors and
     final lines usually sit at the end) or its head only, as AgentScope does."""
+
+    redact: Callable[[str], str] | None = None
+    """Applied to every text before it is offloaded or summarized (compressed messages,
+    truncated tool results, the summarizer's request); ``None`` keeps content as it is.
+    ``contextfold.context.redact_credentials`` masks common credential shapes. The live
+    context is not changed: the model has seen it already."""
 
     @model_validator(mode="after")
     def _reserve_below_trigger(self) -> ContextConfig:

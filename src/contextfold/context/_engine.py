@@ -32,6 +32,7 @@ from ..workspace import DataOffloader, Offloader
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
 from ._ledger import extract_ledger
+from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
     compose_summary,
@@ -464,10 +465,13 @@ class ContextEngine:
             return None
         compressed = snapshot[:k]
         previous = self._summary
-        ledger = ledger_of(previous).merge(extract_ledger(compressed))
+        # The request to extend is chosen first, then redacted with the messages to fold.
+        base = self._summary_prefix(prefix, k) if config.summary_request == "prefix" else None
+        folded, base = self._redacted(compressed, base)
+        ledger = ledger_of(previous).merge(extract_ledger(folded))
         ledger = ledger.select(self.counter, ledger_budget(config, self.context_size))
         summary_request = SummaryRequest(
-            messages=compressed,
+            messages=folded,
             previous=previous,
             instructions=safe_format(
                 config.compression_prompt,
@@ -476,7 +480,7 @@ class ContextEngine:
             hints=() if request.instructions is None else (request.instructions,),
             schema=config.summary_schema,
             max_attempts=config.summary_attempts,
-            prefix=self._summary_prefix(prefix, k) if config.summary_request == "prefix" else None,
+            prefix=base,
         )
         error: Exception | None = None
         result: SummaryResult | None = None
@@ -724,6 +728,7 @@ class ContextEngine:
     async def _offload_context(self, msgs: list[Msg]) -> str | None:
         if self.offloader is None or not msgs:
             return None
+        msgs = self._redacted(msgs, None)[0]
         return await self.offloader.offload_context(self.session_id, msgs)
 
     async def _offload_result(self, block: ToolResultBlock) -> str | None:
@@ -731,7 +736,21 @@ class ContextEngine:
         # again, and each later Read of the copy could be copied once more.
         if self.offloader is None or is_readback(block):
             return None
+        if self.config.redact is not None:
+            block = redact_tool_result(block, self.config.redact)
         return await self.offloader.offload_tool_result(self.session_id, block)
+
+    def _redacted(
+        self, msgs: list[Msg], prefix: ModelInput | None
+    ) -> tuple[list[Msg], ModelInput | None]:
+        """What may leave the context: ``msgs`` (and the request prefix a summarizer may
+        reuse) through ``config.redact``, when one is set."""
+        redact = self.config.redact
+        if redact is None:
+            return msgs, prefix
+        if prefix is not None:
+            prefix = replace(prefix, context=tuple(redact_messages(prefix.context, redact)))
+        return redact_messages(msgs, redact), prefix
 
     async def _emit(self, event: ContextEvent) -> None:
         logger.info("context event: %s", event.model_dump_json())
@@ -794,7 +813,8 @@ def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_ena
     """The context-usage note: a trailing user-role message, never stored."""
     text = (
         f"Context usage: {tokens} of {context_size} tokens ({tokens / context_size:.0%}). "
-        f"Older messages are summarized automatically at {trigger_ratio:.0%}."
+        f"Older messages are summarized automatically at {trigger_ratio:.0%}; summarized messages "
+        "stay readable in the workspace: find them with Search (a few words), then Read."
     )
     if tool_enabled:
         text += (

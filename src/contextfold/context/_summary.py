@@ -109,7 +109,10 @@ def compose_summary(
             + "."
         )
     if ref is not None:
-        extras.append(f"The compressed messages are saved in '{ref}'.")
+        extras.append(
+            f"The compressed messages are saved in '{ref}'; find details there with Search "
+            "(by a few words), Grep or Read."
+        )
     extras.append(ledger.render())
     additions = "\n\n".join(p for p in extras if p)
     values = {k: _as_text(v) for k, v in fields.items()}

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import LeaseLostError, MissingDependencyError, SessionLeasedError, WorkspaceError
-from ._base import BaseWorkspace
 from ._blobs import BlobStore, blob_digest
+from ._grep import Deadline
 from ._lease import Lease, LeaseHolder, acquire_lease
 from ._names import CONTEXT_FILE, ItemPath, encode_key, tool_file
+from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 if TYPE_CHECKING:
     import asyncpg
@@ -59,8 +61,21 @@ CREATE TABLE IF NOT EXISTS {p}leases (
 """
 _SIZE = "COALESCE({t}blob_size, octet_length({t}body))"
 
+# Search: one row per document (a context-log line or a tool result), its terms as a
+# tsvector under a GIN index; search_sources says how far each item is indexed.
+_SEARCH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {p}search_docs (
+    id BIGSERIAL PRIMARY KEY, skey TEXT NOT NULL, name TEXT NOT NULL, line INTEGER NOT NULL,
+    text TEXT, terms TSVECTOR NOT NULL);
+CREATE INDEX IF NOT EXISTS {p}search_docs_terms ON {p}search_docs USING GIN (terms);
+CREATE INDEX IF NOT EXISTS {p}search_docs_by_session ON {p}search_docs (skey);
+CREATE TABLE IF NOT EXISTS {p}search_sources (
+    skey TEXT NOT NULL, name TEXT NOT NULL, upto BIGINT NOT NULL, lines INTEGER NOT NULL,
+    PRIMARY KEY (skey, name));
+"""
 
-class PostgresWorkspace(BaseWorkspace):
+
+class PostgresWorkspace(SearchableWorkspace):
     """The workspace in PostgreSQL, shared by any number of workers on any machines.
 
     ``initialize()`` creates the tables (named ``{table_prefix}sessions`` and so on) under
@@ -81,6 +96,10 @@ class PostgresWorkspace(BaseWorkspace):
     row lock with an expiry in server time, renewed in the background), and
     ``save_state`` refuses to replace the state of a session another worker leases
     (``SessionLeasedError``) or whose lease this instance lost (``LeaseLostError``).
+
+    Search is PostgreSQL full-text search (``tsvector`` under a GIN index, ranked by
+    ``ts_rank``), written in the same transaction as the content it indexes; appends to
+    one session take its index row's lock first, so line numbers follow chunk order.
     """
 
     def __init__(
@@ -106,6 +125,9 @@ class PostgresWorkspace(BaseWorkspace):
         self.blob_threshold = blob_threshold
         self._held: dict[str, int] = {}
         """Fencing tokens of the leases this instance was granted, by session key."""
+        self._lost: set[str] = set()
+        """Sessions whose lease this instance held until another worker took it over."""
+        self._freqs: tuple[float, dict[str, float]] | None = None
 
     async def initialize(self) -> None:
         """Connect and create the schema (idempotent, safe to run concurrently)."""
@@ -123,8 +145,10 @@ class PostgresWorkspace(BaseWorkspace):
             await con.execute(_SCHEMA.format(p=self._p))
             await con.execute(_BLOB_SCHEMA.format(p=self._p))
             await con.execute(_LEASE_SCHEMA.format(p=self._p))
+            await con.execute(_SEARCH_SCHEMA.format(p=self._p))
         if self.blobs is not None:
             await self.blobs.initialize()
+        await self._catch_up()
         self._initialized = True
 
     async def close(self) -> None:
@@ -170,14 +194,17 @@ class PostgresWorkspace(BaseWorkspace):
         async with self._pool_or_fail().acquire() as con, con.transaction():
             body, blob, size = await self._stored(con, payload)  # the data lock before rows
             await self._touch(con, skey, session_id)
-            await con.execute(
+            await self._lock_index(con, skey)
+            chunk = await con.fetchval(
                 f"INSERT INTO {self._p}context_chunks (skey, body, blob, blob_size) "
-                "VALUES ($1, $2, $3, $4)",
+                "VALUES ($1, $2, $3, $4) RETURNING id",
                 skey,
                 body,
                 blob,
                 size,
             )
+            # The payload in hand: a chunk stored as a blob is not fetched back to index it.
+            await self._index_context(con, skey, known={int(chunk): payload})
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         async with self._pool_or_fail().acquire() as con, con.transaction():
@@ -195,6 +222,7 @@ class PostgresWorkspace(BaseWorkspace):
                     size,
                 )
                 if got is not None:
+                    await self._index_tool(con, skey, name, body)
                     return name
                 name = tool_file(tkey, unique=True)
 
@@ -260,6 +288,7 @@ class PostgresWorkspace(BaseWorkspace):
         )
         if token is not None:
             self._held[skey] = int(token)
+            self._lost.discard(skey)
             return int(token)
         row = await pool.fetchrow(
             f"SELECT owner, expires_at FROM {self._p}leases WHERE skey = $1", skey
@@ -279,12 +308,14 @@ class PostgresWorkspace(BaseWorkspace):
         )
         if kept is None and self._held.get(skey) == token:
             del self._held[skey]
+            self._lost.add(skey)  # a later save_state says the lease was lost, not just held
         return kept is not None
 
     async def _lease_release(self, session_id: str, token: int) -> None:
         skey = encode_key(session_id, what="session_id")
         if self._held.get(skey) == token:
             del self._held[skey]
+        self._lost.discard(skey)
         if self._pool is not None:
             await self._pool.execute(
                 f"UPDATE {self._p}leases SET expires_at = '-infinity' "
@@ -306,7 +337,7 @@ class PostgresWorkspace(BaseWorkspace):
         held = self._held.get(skey)
         if row is None or row["token"] == held:
             return
-        if held is not None:
+        if held is not None or skey in self._lost:
             raise LeaseLostError(
                 f"this worker's lease on session {session_id!r} was lost: it expired and "
                 f"{row['owner']} took the session over; stop running it here (its state "
@@ -338,7 +369,13 @@ class PostgresWorkspace(BaseWorkspace):
                             f"DELETE FROM {p}{table} WHERE skey = $1 RETURNING blob", skey
                         )
                         blobs.update(r["blob"] for r in rows if r["blob"] is not None)
-                    for table in ("sessions", "session_data", "states"):
+                    for table in (
+                        "sessions",
+                        "session_data",
+                        "states",
+                        "search_docs",
+                        "search_sources",
+                    ):
                         await con.execute(f"DELETE FROM {p}{table} WHERE skey = $1", skey)
                     rows = await con.fetch(
                         f"DELETE FROM {p}data d WHERE d.name = ANY($1::text[]) AND NOT EXISTS "
@@ -442,6 +479,167 @@ class PostgresWorkspace(BaseWorkspace):
             sid = None if r["sid"] is None else _dec(r["sid"])
             out.append((ItemPath("data", None, r["name"]), int(r["size"]), sid))
         return out
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def _lock_index(self, con: Any, skey: str) -> None:
+        """Lock the session's context index row (created if missing) until commit."""
+        await con.execute(
+            f"INSERT INTO {self._p}search_sources (skey, name, upto, lines) "
+            "VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+            skey,
+            CONTEXT_FILE,
+        )
+        await con.execute(
+            f"SELECT 1 FROM {self._p}search_sources WHERE skey = $1 AND name = $2 FOR UPDATE",
+            skey,
+            CONTEXT_FILE,
+        )
+
+    async def _index_context(
+        self, con: Any, skey: str, *, known: dict[int, bytes] | None = None
+    ) -> None:
+        """Index the session's chunks past the indexed one; the caller holds the lock.
+
+        ``known`` holds payloads by chunk id, so a chunk just written as a blob is indexed
+        from memory; any other blob chunk is read from the blob store.
+        """
+        p = self._p
+        row = await con.fetchrow(
+            f"SELECT upto, lines FROM {p}search_sources WHERE skey = $1 AND name = $2",
+            skey,
+            CONTEXT_FILE,
+        )
+        upto, lines = int(row["upto"]), int(row["lines"])
+        chunks = await con.fetch(
+            f"SELECT id, body, blob FROM {p}context_chunks WHERE skey = $1 AND id > $2 ORDER BY id",
+            skey,
+            upto,
+        )
+        known = known or {}
+        for chunk in chunks:
+            payload = known.get(int(chunk["id"]))
+            if payload is None:
+                payload = await self._body(chunk, ItemPath("context", skey, CONTEXT_FILE))
+            docs = context_docs(payload, lines)
+            await self._add_docs(con, skey, CONTEXT_FILE, docs)
+            upto, lines = int(chunk["id"]), lines + len(docs)
+        await con.execute(
+            f"UPDATE {p}search_sources SET upto = $3, lines = $4 WHERE skey = $1 AND name = $2",
+            skey,
+            CONTEXT_FILE,
+            upto,
+            lines,
+        )
+
+    async def _index_tool(self, con: Any, skey: str, name: str, body: bytes) -> None:
+        claimed = await con.fetchval(
+            f"INSERT INTO {self._p}search_sources (skey, name, upto, lines) "
+            "VALUES ($1, $2, $3, 1) ON CONFLICT DO NOTHING RETURNING 1",
+            skey,
+            name,
+            len(body),
+        )
+        if claimed:
+            await self._add_docs(con, skey, name, [tool_doc(body)])
+
+    async def _add_docs(self, con: Any, skey: str, name: str, docs: list[Doc]) -> None:
+        await con.executemany(
+            f"INSERT INTO {self._p}search_docs (skey, name, line, text, terms) "
+            "VALUES ($1, $2, $3, $4, to_tsvector('simple', $5))",
+            [
+                (
+                    skey,
+                    name,
+                    d.line,
+                    None if d.text is None else d.text.replace("\x00", ""),
+                    d.terms,
+                )
+                for d in docs
+            ],
+        )
+
+    async def _catch_up(self) -> None:
+        """Index what the tables hold and the index lacks (tables of an older version)."""
+        p = self._p
+        pool = self._pool_or_fail()
+        stale = await pool.fetch(
+            f"SELECT DISTINCT x.skey FROM {p}context_chunks x LEFT JOIN {p}search_sources s "
+            "ON s.skey = x.skey AND s.name = $1 WHERE x.id > COALESCE(s.upto, 0)",
+            CONTEXT_FILE,
+        )
+        for row in stale:
+            async with pool.acquire() as con, con.transaction():
+                await self._lock_index(con, row["skey"])
+                await self._index_context(con, row["skey"])
+        missing = await pool.fetch(
+            f"SELECT t.skey, t.name FROM {p}tool_results t WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {p}search_sources s WHERE s.skey = t.skey AND s.name = t.name)"
+        )
+        for row in missing:
+            async with pool.acquire() as con, con.transaction():
+                found = await con.fetchrow(
+                    f"SELECT body, blob FROM {p}tool_results WHERE skey = $1 AND name = $2",
+                    row["skey"],
+                    row["name"],
+                )
+                if found is not None:
+                    item = ItemPath("tool_result", row["skey"], row["name"])
+                    body = await self._body(found, item)
+                    await self._index_tool(con, row["skey"], row["name"], body)
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        p = self._p
+        terms = await self._distinctive(terms)
+        try:
+            # On timeout asyncpg cancels the statement on the server: the work really stops.
+            rows = await self._pool_or_fail().fetch(
+                f"SELECT d.skey, d.name, d.line, d.text, s.session_id, "
+                f"ts_rank(d.terms, q, 1) AS score "
+                f"FROM {p}search_docs d CROSS JOIN to_tsquery('simple', $1) q "
+                f"LEFT JOIN {p}sessions s ON s.skey = d.skey "
+                f"WHERE d.terms @@ q AND ($2::text IS NULL OR d.skey = $2) "
+                f"ORDER BY score DESC, d.id LIMIT $3",
+                " | ".join(terms),
+                skey,
+                limit,
+                timeout=deadline.left(),
+            )
+        except TimeoutError:
+            raise deadline.expired() from None
+        return [
+            RawHit(
+                r["skey"],
+                r["name"],
+                int(r["line"]),
+                float(r["score"]),
+                r["text"],
+                None if r["session_id"] is None else _dec(r["session_id"]),
+            )
+            for r in rows
+        ]
+
+    async def _distinctive(self, terms: list[str]) -> list[str]:
+        """``terms`` without those in 40% of the documents or more, by the lexeme
+        frequencies ANALYZE keeps for the tsvector column (refreshed every minute): they
+        barely rank, yet every document they match would be scored. The rarest is kept
+        when none other remains."""
+        now = time.monotonic()
+        if self._freqs is None or now - self._freqs[0] > 60:
+            row = await self._pool_or_fail().fetchrow(
+                "SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS f "
+                "FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1 "
+                "AND attname = 'terms'",
+                f"{self._p}search_docs",
+            )
+            elems = (row["elems"] or []) if row is not None else []
+            freqs = (row["f"] or []) if row is not None else []
+            self._freqs = (now, dict(zip(elems, freqs, strict=False)))
+        freq = self._freqs[1]
+        kept = [t for t in terms if freq.get(t, 0.0) < 0.4]
+        return kept or sorted(terms, key=lambda t: freq.get(t, 0.0))[:1]
 
 
 def _enc(session_id: str) -> bytes:
