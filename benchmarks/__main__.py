@@ -12,7 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from . import fig_accuracy, fig_cache, fig_memory, fig_offload, fig_overhead, fig_retention
+from . import (
+    fig_accuracy,
+    fig_cost,
+    fig_memory,
+    fig_offload,
+    fig_overhead,
+    fig_retention,
+    fig_search,
+)
 from ._common import Options
 
 FIGURES = {
@@ -20,8 +28,9 @@ FIGURES = {
     "accuracy": fig_accuracy,  # figure 2
     "offload": fig_offload,  # figure 3
     "retention": fig_retention,  # figure 4
-    "cache": fig_cache,  # figure 5
+    "cost": fig_cost,  # figure 5
     "memory": fig_memory,  # figure 6 (reuses the overhead figure's synthetic runs)
+    "search": fig_search,  # ranked search (issue 14)
 }
 
 

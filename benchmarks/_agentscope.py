@@ -14,6 +14,7 @@ import itertools
 import json
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +46,25 @@ except ImportError as exc:  # pragma: no cover - depends on the optional group
 from ._common import Compression, FrameworkClock, RunResult
 from ._data import FINAL_TEXT, Session
 
+Summarize = Callable[[list[tuple[str, str]], str | None], Awaitable[dict[str, str]]]
+"""Writes summary fields from a span's ``(role, text)`` items and the previous summary."""
+
 __all__ = [
     "VERSION",
+    "Summarize",
+    "anthropic_body",
     "count_text_tokens",
     "counted_text",
     "estimate",
     "flatten",
+    "is_summary",
     "render",
     "run_session",
+    "snapshot",
     "tool_output_estimate",
 ]
 
-import agentscope
+import agentscope  # noqa: E402 - after the guarded imports above
 
 VERSION = agentscope.__version__
 _TEMPLATE = ContextConfig().summary_template
@@ -114,7 +122,13 @@ class ReplayModel(ChatModelBase):
     """Answers reasoning calls with recorded turns and compression calls by summarizing."""
 
     def __init__(
-        self, session: Session, clock: FrameworkClock, *, context_size: int, record: bool
+        self,
+        session: Session,
+        clock: FrameworkClock,
+        *,
+        context_size: int,
+        record: bool,
+        summarize: Summarize | None = None,
     ) -> None:
         super().__init__(
             credential=CredentialBase(),
@@ -135,6 +149,12 @@ class ReplayModel(ChatModelBase):
         self.requests: list[str] = []
         self.estimates: list[tuple[int, int]] = []
         self.inputs: list[tuple[list[Msg], list[dict[str, Any]] | None]] = []
+        self.summarize = summarize
+        self.sent: list[tuple[str, str, int]] = []
+        self.bodies: list[tuple[str, int, dict[str, Any]]] = []
+        """(kind, step, Messages API body) of every call, as sent."""
+        """Per reasoning call, taken when it was made (AgentScope mutates its messages
+        afterwards): the summary's text, the rest's text and the tool calls kept."""
 
     async def _call_api(
         self,
@@ -147,12 +167,21 @@ class ReplayModel(ChatModelBase):
         mark = self.clock.now()
         start = time.perf_counter()
         try:
-            if tools and tools[0]["function"]["name"] == "generate_structured_output":
-                return self._summarize(messages)
+            summary_call = bool(tools) and tools[0]["function"]["name"] == (  # type: ignore[index]
+                "generate_structured_output"
+            )
+            if self.record:
+                # The request as AgentScope's own Anthropic formatter sends it, now: the
+                # messages are mutated by the agent afterwards.
+                kind = "summary" if summary_call else "reasoning"
+                self.bodies.append((kind, self.step, await anthropic_body(messages, tools)))
+            if summary_call:
+                return await self._summarize(messages)
             self.step_marks.append(mark)
             if self.record:
                 self.requests.append(render(messages, tools))
                 self.inputs.append((messages, tools))
+                self.sent.append(snapshot(messages))
             return self._next_turn()
         finally:
             self.clock.add(time.perf_counter() - start, kind="model")
@@ -173,17 +202,21 @@ class ReplayModel(ChatModelBase):
         )
         return ChatResponse(content=content, is_last=True)
 
-    def _summarize(self, messages: list[Msg]) -> ChatResponse:
+    async def _summarize(self, messages: list[Msg]) -> ChatResponse:
         # messages = system, [previous summary], span..., compression prompt
         start = 1
-        if len(messages) > 1 and "<system-info>" in (messages[1].get_text_content() or ""):
+        if len(messages) > 1 and is_summary(messages[1]):
             start = 2
         span = messages[start:-1]
-        # Imported here, not at module level: the synthetic sessions never compress, and
-        # loading contextfold would add to AgentScope's memory figure.
-        from contextfold.context import summarize_items
+        if self.summarize is not None:
+            previous = messages[1].get_text_content() if start == 2 else None
+            fields = await self.summarize(flatten(span), previous)
+        else:
+            # Imported here, not at module level: the synthetic sessions never compress,
+            # and loading contextfold would add to AgentScope's memory figure.
+            from contextfold.context import summarize_items
 
-        fields = summarize_items(flatten(messages))
+            fields = summarize_items(flatten(messages))
         self.compressions.append(
             Compression(
                 span_text="\n".join(t for _, t in flatten(span)),
@@ -197,6 +230,47 @@ class ReplayModel(ChatModelBase):
             input=json.dumps(fields),
         )
         return ChatResponse(content=[call], is_last=True)
+
+
+async def anthropic_body(messages: list[Msg], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A request as AgentScope 2.0.11 formats it for the Anthropic Messages API (its own
+    ``AnthropicChatFormatter``; it places no ``cache_control``)."""
+    from agentscope.formatter import AnthropicChatFormatter
+
+    wire = await AnthropicChatFormatter().format(messages)
+    body: dict[str, Any] = {"messages": [m for m in wire if m.get("role") != "system"]}
+    system = [m for m in wire if m.get("role") == "system"]
+    if system:
+        body["system"] = system[0]["content"]
+    if tools:
+        body["tools"] = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"].get("parameters", {}),
+            }
+            for t in tools
+        ]
+    return body
+
+
+def snapshot(messages: list[Msg]) -> tuple[str, str, int]:
+    """(summary text, text of everything else, tool calls kept) of a request as sent."""
+    has_summary = len(messages) > 1 and is_summary(messages[1])
+    summary = messages[1:2] if has_summary else []
+    rest = [messages[0], *messages[(2 if has_summary else 1) :]]
+    calls = sum(isinstance(b, ToolCallBlock) for m in rest for b in m.get_content_blocks())
+    return (
+        "\n".join(t for _, t in flatten(summary)),
+        "\n".join(t for _, t in flatten(rest)),
+        calls,
+    )
+
+
+def is_summary(msg: Msg) -> bool:
+    """Whether ``msg`` is AgentScope's summary message (its template's opening line)."""
+    text = msg.get_text_content() or ""
+    return msg.role == "user" and text.startswith(_TEMPLATE.split("{", 1)[0][:40])
 
 
 def _make_tool(session: Session, clock: FrameworkClock) -> FunctionTool:
@@ -238,10 +312,17 @@ async def run_session(
     record: bool = False,
     tool_result_limit: int = 3000,
     workdir: Path | None = None,
+    summarize: Summarize | None = None,
 ) -> RunResult:
-    """Replay ``session`` through AgentScope's ``Agent``; return per-step framework time."""
+    """Replay ``session`` through AgentScope's ``Agent``; return per-step framework time.
+
+    ``summarize(span_items, previous_summary_text)`` writes the summary fields (default:
+    the shared extractive summarizer over the whole compression request).
+    """
     clock = FrameworkClock()
-    model = ReplayModel(session, clock, context_size=context_size, record=record)
+    model = ReplayModel(
+        session, clock, context_size=context_size, record=record, summarize=summarize
+    )
     tmp = tempfile.TemporaryDirectory(prefix="bench-as-") if workdir is None else None
     root = Path(tmp.name) if tmp else workdir
     assert root is not None
@@ -290,6 +371,8 @@ async def run_session(
                 if p.is_file()
             )
         result.extra["inputs"] = model.inputs
+        result.extra["sent"] = model.sent
+        result.extra["bodies"] = model.bodies
         return result
     finally:
         if tmp is not None:

@@ -4,8 +4,11 @@ Messages come from ``data/trajectories/swebench-verified-gemini3pro/`` (each run
 ``messages``, wrapped as ``Msg``). Every backend gets the same messages, offloaded one per
 call to one session (the worst case: one append per message). PostgreSQL runs when
 ``CONTEXTFOLD_TEST_PG_DSN`` is set or local server binaries exist (a throwaway server).
+S3 runs against the tests' S3-protocol server (moto on loopback, one request at a time)
+when ``contextfold[s3]`` and moto are installed: its rate shows the client's cost per
+request on this machine, not a real object store's latency.
 
-    PYTHONPATH=src python benchmarks/bench_workspace.py [--messages 2000]
+    PYTHONPATH=src python benchmarks/bench_workspace.py [--messages 2000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -46,48 +50,47 @@ def load_messages(limit: int) -> list[Msg]:
     return msgs
 
 
+Make = Callable[[int], Awaitable[BaseWorkspace]]
+"""A fresh store for repeat ``r``."""
+
+
 async def measure(
-    name: str,
-    make: Callable[[], Awaitable[BaseWorkspace]],
-    msgs: list[Msg],
-    size: Callable[[], int],
-) -> tuple[str, float, float, float]:
-    ws = await make()
+    make: Make, r: int, msgs: list[Msg], size: Callable[[int], int]
+) -> tuple[float, int]:
+    """Appends per second, and bytes stored (``size``, else the logical size listed)."""
+    ws = await make(r)
     try:
         start = time.perf_counter()
         for m in msgs:
             await ws.offload_context("bench", [m])
         elapsed = time.perf_counter() - start
-        stored = size() or sum(i.size for i in await ws.list_items("bench"))
+        stored = size(r) or sum(i.size for i in await ws.list_items("bench"))
     finally:
         await ws.close()
-    payload = sum(len(m.model_dump_json()) + 1 for m in msgs)
-    return name, len(msgs) / elapsed, stored / len(msgs), stored / payload
+    return len(msgs) / elapsed, stored
 
 
 def dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-async def main(n: int) -> None:
+async def main(n: int, repeats: int) -> None:
     msgs = load_messages(n)
-    rows: list[tuple[str, float, float, float]] = []
+    backends: list[tuple[str, Make, Callable[[int], int]]] = []
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
 
-        async def local(fsync: bool) -> BaseWorkspace:
-            ws = LocalWorkspace(tmp / f"local-{fsync}", fsync=fsync)
-            await ws.initialize()
-            return ws
+        def opened(build: Callable[[int], BaseWorkspace]) -> Make:
+            async def make(r: int) -> BaseWorkspace:
+                ws = build(r)
+                await ws.initialize()
+                return ws
 
-        async def sqlite(fsync: bool) -> BaseWorkspace:
-            ws = SQLiteWorkspace(tmp / f"ws-{fsync}.db", fsync=fsync)
-            await ws.initialize()
-            return ws
+            return make
 
-        def db_size(fsync: bool) -> Callable[[], int]:
-            def size() -> int:
-                path = tmp / f"ws-{fsync}.db"
+        def db_size(fsync: bool) -> Callable[[int], int]:
+            def size(r: int) -> int:
+                path = tmp / f"ws-{fsync}-{r}.db"
                 conn = sqlite3.connect(path)
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 conn.close()
@@ -95,24 +98,20 @@ async def main(n: int) -> None:
 
             return size
 
-        async def memory() -> BaseWorkspace:
-            ws = MemoryWorkspace()
-            await ws.initialize()
-            return ws
-
-        rows.append(await measure("Memory", memory, msgs, lambda: 0))
+        backends.append(("Memory", opened(lambda r: MemoryWorkspace()), lambda r: 0))
         for fsync in (True, False):
-            rows.append(
-                await measure(
+            backends.append(
+                (
                     f"Local (fsync={fsync})",
-                    lambda f=fsync: local(f),
-                    msgs,
-                    lambda f=fsync: dir_size(tmp / f"local-{f}"),
+                    opened(lambda r, f=fsync: LocalWorkspace(tmp / f"local-{f}-{r}", fsync=f)),
+                    lambda r, f=fsync: dir_size(tmp / f"local-{f}-{r}"),
                 )
             )
-            rows.append(
-                await measure(
-                    f"SQLite (fsync={fsync})", lambda f=fsync: sqlite(f), msgs, db_size(fsync)
+            backends.append(
+                (
+                    f"SQLite (fsync={fsync})",
+                    opened(lambda r, f=fsync: SQLiteWorkspace(tmp / f"ws-{f}-{r}.db", fsync=f)),
+                    db_size(fsync),
                 )
             )
         dsn = os.environ.get("CONTEXTFOLD_TEST_PG_DSN")
@@ -124,25 +123,81 @@ async def main(n: int) -> None:
                 dsn = stack.enter_context(throwaway_postgres())
             except Exception as exc:  # no server binaries: say so, keep the other rows
                 print(f"(PostgreSQL skipped: {exc})", file=sys.stderr)
+        tag = f"{os.getpid()}"
         if dsn is not None:
+            backends.append(
+                (
+                    "PostgreSQL (logical bytes)",
+                    opened(lambda r: PostgresWorkspace(dsn, table_prefix=f"bench{tag}_{r}_")),
+                    lambda r: 0,
+                )
+            )
+        endpoint = _s3_endpoint(stack)
+        if endpoint is not None:
+            from tests.s3_server import create_bucket
 
-            async def pg() -> BaseWorkspace:
-                ws = PostgresWorkspace(dsn, table_prefix=f"bench{os.getpid()}_")
-                await ws.initialize()
-                return ws
+            from contextfold.workspace import S3Workspace
 
-            rows.append(await measure("PostgreSQL (logical bytes)", pg, msgs, lambda: 0))
+            await create_bucket(endpoint, "bench")
+
+            def s3(prefix: str) -> S3Workspace:
+                return S3Workspace("bench", prefix=prefix, endpoint_url=endpoint)
+
+            backends.append(
+                ("S3 (moto on loopback)", opened(lambda r: s3(f"alone{tag}-{r}/")), lambda r: 0)
+            )
+            if dsn is not None:
+                for threshold, label in ((64 * 1024, "64 KiB"), (1024, "1 KiB")):
+                    backends.append(
+                        (
+                            f"PostgreSQL + S3 (bodies >= {label} in S3)",
+                            opened(
+                                lambda r, t=threshold: PostgresWorkspace(
+                                    dsn,
+                                    table_prefix=f"benchs3{tag}_{t}_{r}_",
+                                    blobs=s3(f"blobs{tag}/"),
+                                    blob_threshold=t,
+                                )
+                            ),
+                            lambda r: 0,
+                        )
+                    )
+        rates: dict[str, list[float]] = {name: [] for name, _, _ in backends}
+        stored: dict[str, int] = {}
+        for r in range(repeats):  # interleaved: each repeat runs every backend once
+            for name, make, size in backends:
+                rate, stored[name] = await measure(make, r, msgs, size)
+                rates[name].append(rate)
+    payload = sum(len(m.model_dump_json()) + 1 for m in msgs)
     print(
         f"{len(msgs)} messages, {sum(len(m.model_dump_json()) for m in msgs) / len(msgs):.0f} "
-        "bytes of JSON each on average; one offload call per message\n"
+        f"bytes of JSON each on average; one offload call per message; median of {repeats} "
+        "interleaved repeats\n"
     )
     print("| backend | appends/s | bytes stored / message | stored / JSON |")
     print("|---|---:|---:|---:|")
-    for name, rate, per_msg, ratio in rows:
-        print(f"| {name} | {rate:,.0f} | {per_msg:,.0f} | {ratio:.2f} |")
+    for name, _, _ in backends:
+        rate, size = statistics.median(rates[name]), stored[name]
+        print(f"| {name} | {rate:,.0f} | {size / len(msgs):,.0f} | {size / payload:.2f} |")
+
+
+def _s3_endpoint(stack: ExitStack) -> str | None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        import aiobotocore  # noqa: F401
+        import moto.server  # noqa: F401
+        from tests.s3_server import CREDENTIALS, s3_server
+    except ImportError as exc:
+        print(f"(S3 skipped: {exc})", file=sys.stderr)
+        return None
+    for key, value in CREDENTIALS.items():
+        os.environ.setdefault(key, value)
+    return stack.enter_context(s3_server())
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
-    asyncio.run(main(parser.parse_args().messages))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.messages, args.repeats))

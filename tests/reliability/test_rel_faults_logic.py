@@ -139,7 +139,8 @@ CASES: dict[str, Case] = {
         ["no"] * 3,
         prime=2,
         method=None,
-        config={"compression_tool_enabled": True},
+        # over the tool's threshold, and under the trigger with the failed call's exchange
+        config={"compression_tool_enabled": True, "trigger_ratio": 0.55},
         check=_error_result_names("context is unchanged"),
     ),
 }
@@ -154,7 +155,7 @@ async def test_model_fault_ends_cleanly_and_loses_nothing(name: str, mode: str) 
     primes = [f"prime answer {i} " + filler(i, 40) for i in range(case.prime)]
     model = scripted([*primes, *case.model])
     summarizer = scripted(list(case.summarizer))
-    config = ContextConfig(trigger_ratio=0.5, reserve_ratio=0.1, **case.config)
+    config = ContextConfig(**{"trigger_ratio": 0.5, "reserve_ratio": 0.1, **case.config})
     agent = make_agent(
         model, offloader=ws, summarizer=summarizer, config=config, toolkit=adder_toolkit()
     )

@@ -47,7 +47,7 @@ async def test_replay_with_the_embedded_model_writes_real_summaries() -> None:
     pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
     from contextfold.model import LocalChatModel
 
-    summarizer = ModelSummarizer(LocalChatModel(max_tokens=256, context_size=2048))
+    summarizer = ModelSummarizer(LocalChatModel(max_tokens=512, context_size=2048))
     result = await replay_run(_toy(7), context_size=1500, summarizer=summarizer)
     assert result.error is None
     assert result.compressions >= 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextfold.message import HintBlock, Msg, Usage
 from contextfold.model import ChatResponse, ScriptedModel, text_reply
-from contextfold.token import AnthropicEstimator, CalibratedCounter
+from contextfold.token import AnthropicEstimator, CalibratedCounter, OpenAITokenCounter
 
 
 def _reply_with_usage(input_tokens: int) -> ChatResponse:
@@ -44,3 +44,29 @@ def test_a_trailing_usage_hint_is_not_part_of_the_observed_prefix() -> None:
     # The next request extends the stored history, not the hint that was sent after it.
     nxt = [*history, Msg("user", "next", "user")]
     assert counter.correction(nxt) == 500 - counter.count_request([*history, hint])
+
+
+def test_the_ratio_of_provider_to_estimated_growth_is_learned() -> None:
+    counter = CalibratedCounter(OpenAITokenCounter())
+    history: list[Msg] = [Msg("user", "task " * 50, "user")]
+    truth = 1000  # the provider counts the added content at 1.25 estimated tokens
+    counter.observe(history, (), Usage(input_tokens=truth))
+    for i in range(6):
+        added = [Msg("a", f"step {i} " * 40, "assistant"), Msg("user", "out " * 120, "user")]
+        before = counter.count_request(history)
+        history = [*history, *added]
+        truth += round(1.25 * (counter.count_request(history) - before))
+        predicted = counter.count_request(history) + counter.correction(history)
+        if i >= 2:
+            assert abs(predicted - truth) / truth < 0.01
+        counter.observe(history, (), Usage(input_tokens=truth))
+    assert abs(counter.ratio - 1.25) < 0.05
+
+
+def test_without_learning_the_ratio_stays_one() -> None:
+    counter = CalibratedCounter(OpenAITokenCounter(), learn_ratio=False)
+    a = [Msg("user", "task " * 50, "user")]
+    counter.observe(a, (), Usage(input_tokens=200))
+    b = [*a, Msg("a", "more " * 100, "assistant")]
+    counter.observe(b, (), Usage(input_tokens=400))
+    assert counter.ratio == 1.0

@@ -17,6 +17,7 @@ from contextfold.workspace import (
     BaseWorkspace,
     LocalWorkspace,
     PostgresWorkspace,
+    S3Workspace,
     SQLiteWorkspace,
 )
 
@@ -27,8 +28,23 @@ def build(spec: dict[str, Any]) -> BaseWorkspace:
     if spec["kind"] == "sqlite":
         return SQLiteWorkspace(spec["path"], fsync=spec.get("fsync", False))
     if spec["kind"] == "postgres":
-        return PostgresWorkspace(spec["dsn"], table_prefix=spec["prefix"], max_connections=2)
+        return PostgresWorkspace(
+            spec["dsn"], table_prefix=spec["prefix"], max_connections=2, **_blob_args(spec)
+        )
+    if spec["kind"] == "s3":
+        return s3(spec)
     raise ValueError(f"unknown backend {spec['kind']}")
+
+
+def s3(spec: dict[str, Any]) -> S3Workspace:
+    return S3Workspace(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint"])
+
+
+def _blob_args(spec: dict[str, Any]) -> dict[str, Any]:
+    """``blobs=`` and ``blob_threshold=`` for a PostgreSQL spec with an ``s3`` part."""
+    if "s3" not in spec:
+        return {}
+    return {"blobs": s3(spec["s3"]), "blob_threshold": spec["s3"].get("blob_threshold", 1)}
 
 
 async def _work(spec: dict[str, Any], mode: str, writer: int, n: int, out_fd: int) -> None:
@@ -45,6 +61,7 @@ async def _work(spec: dict[str, Any], mode: str, writer: int, n: int, out_fd: in
                 ref = await ws.offload_tool_result("shared", block)
                 os.write(out_fd, f"{ref}\n".encode())
         elif mode == "crash":
+            os.write(out_fd, b"ready\n")  # the parent's kill clock starts here
             i = 0
             while True:
                 size = random.choice([10, 1000, 50_000, 400_000])

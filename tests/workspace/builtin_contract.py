@@ -42,6 +42,10 @@ class Backend:
     outside: Path | None = None
     """A directory outside the store that must never be touched (filesystem backends)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    writers: int = 16
+    """Processes in the multi-process tests."""
+    writes: int = 200
+    """Writes per process in the multi-process tests."""
 
 
 def run(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -123,7 +127,7 @@ class BuiltinWorkspaceTests:
         )
         with pytest.raises(TimeoutError, match="did not finish"):
             await workspace.grep(r"(a|aa)+$", time_limit=0.2)
-        _, grep, _ = readback_tools(workspace, grep_timeout=0.2)
+        _, grep, *_ = readback_tools(workspace, grep_timeout=0.2)
         assert "did not finish" in await grep(r"(a|aa)+$b")
 
     # -- several processes over one store ------------------------------------------------------
@@ -131,7 +135,8 @@ class BuiltinWorkspaceTests:
     def test_many_processes_append_to_one_session(self, backend: Backend, tmp_path: Path) -> None:
         if backend.spec is None:
             pytest.skip("in-process backend: no multi-process sharing")
-        procs = [workspace_proc.start(backend.spec, "append", w, 200, 1) for w in range(16)]
+        nw, n = backend.writers, backend.writes
+        procs = [workspace_proc.start(backend.spec, "append", w, n, 1) for w in range(nw)]
         for p in procs:
             p.join(240)
             assert p.exitcode == 0
@@ -147,17 +152,18 @@ class BuiltinWorkspaceTests:
                 await ws.close()
 
         got = run(check())
-        assert sorted(got) == sorted(f"w{w}-{i}" for w in range(16) for i in range(200))
-        for w in range(16):  # each writer's own lines stay in its order
+        assert sorted(got) == sorted(f"w{w}-{i}" for w in range(nw) for i in range(n))
+        for w in range(nw):  # each writer's own lines stay in its order
             mine = [int(x.split("-")[1]) for x in got if x.startswith(f"w{w}-")]
-            assert mine == list(range(200))
+            assert mine == list(range(n))
 
     def test_many_processes_with_clashing_tool_ids(self, backend: Backend, tmp_path: Path) -> None:
         if backend.spec is None:
             pytest.skip("in-process backend: no multi-process sharing")
-        outs = [tmp_path / f"refs{w}" for w in range(16)]
+        nw, n = backend.writers, backend.writes
+        outs = [tmp_path / f"refs{w}" for w in range(nw)]
         fds = [os.open(p, os.O_WRONLY | os.O_CREAT) for p in outs]
-        procs = [workspace_proc.start(backend.spec, "tools", w, 200, fds[w]) for w in range(16)]
+        procs = [workspace_proc.start(backend.spec, "tools", w, n, fds[w]) for w in range(nw)]
         for p in procs:
             p.join(240)
             assert p.exitcode == 0
@@ -172,5 +178,5 @@ class BuiltinWorkspaceTests:
             finally:
                 await ws.close()
 
-        assert len(set(refs)) == 16 * 200
-        assert sorted(run(check())) == sorted(f"w{w}-{i}" for w in range(16) for i in range(200))
+        assert len(set(refs)) == nw * n
+        assert sorted(run(check())) == sorted(f"w{w}-{i}" for w in range(nw) for i in range(n))

@@ -189,4 +189,4 @@ def test_contract_fails_an_offloader_that_overwrites_and_skips_what_it_lacks(
     prefix = "Skipped: OverwritingOffloader does not implement "
     assert all(r.startswith(prefix) for r in reasons)
     missing = {p.split(" (")[0] for r in reasons for p in r.removeprefix(prefix).split("; ")}
-    assert missing == {"DataOffloader", "WorkspaceReader", "SessionStore"}
+    assert missing == {"DataOffloader", "WorkspaceReader", "WorkspaceSearch", "SessionStore"}

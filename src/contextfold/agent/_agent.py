@@ -60,7 +60,15 @@ from ..tool import (
     run_tool,
     skills_prompt,
 )
-from ..workspace import Offloader, SessionStore, WorkspaceReader
+from ..workspace import (
+    Lease,
+    LocalWorkspace,
+    MemoryWorkspace,
+    Offloader,
+    SessionLease,
+    SessionStore,
+    WorkspaceReader,
+)
 from ._compress_tool import CompressContextTool
 from ._events import (
     AgentEvent,
@@ -104,8 +112,9 @@ class Agent:
                       offloader=workspace)
         reply = await agent.reply(Msg("user", "...", "user"))
 
-    Beyond the arguments of context-management.zh, section 配置 ContextConfig: ``summarizer`` (a model, or any
-    :class:`~contextfold.context.Summarizer`, for summaries; default ``model``),
+    Beyond the arguments of context-management.zh, section 配置 ContextConfig:
+    ``summarizer`` (a model, or any :class:`~contextfold.context.Summarizer`, for
+    summaries; default ``model``),
     ``middleware`` (outermost first), ``permissions``, ``skills_dir`` (default: the
     offloader's ``skills_dir`` when it has one), ``max_iters`` (reasoning steps per reply),
     ``session_id`` (default: random), ``tasks_enabled`` (TaskCreate/TaskUpdate/TaskList),
@@ -113,6 +122,13 @@ class Agent:
     ``parallel_tool_calls``. Built-in tools shadow toolkit tools of the same name.
     Results of the read-back tools carry ``metadata[READBACK_KEY] = True``; the
     engine cuts them when over ``tool_result_limit`` without offloading a second copy.
+
+    Without an ``offloader`` the agent keeps what leaves the context in a
+    :class:`~contextfold.workspace.MemoryWorkspace` it can read back from (and save its
+    session state to): nothing is discarded. That memory holds each offloaded message and
+    tool result once, so it grows to about the size of the session's whole history, in
+    JSON (images and audio deduplicated by content); for long sessions or resuming in
+    another process pass a ``LocalWorkspace``, ``SQLiteWorkspace`` or ``PostgresWorkspace``.
     """
 
     def __init__(
@@ -136,6 +152,9 @@ class Agent:
     ) -> None:
         config = context_config or ContextConfig()
         config.check_buffer()
+        if offloader is None:
+            # Nothing is lost by default: what leaves the context stays readable in memory.
+            offloader = MemoryWorkspace()
         if max_iters < 1:
             raise ValueError(f"max_iters must be at least 1, got {max_iters}")
         self.name = name
@@ -144,8 +163,8 @@ class Agent:
         self.toolkit = toolkit if toolkit is not None else Toolkit()
         self.middleware = MiddlewareStack(middleware)
         self.permissions = permissions or Permissions()
-        if skills_dir is None and isinstance(getattr(offloader, "skills_dir", None), Path):
-            skills_dir = offloader.skills_dir  # type: ignore[union-attr]
+        if skills_dir is None and isinstance(offloader, LocalWorkspace):
+            skills_dir = offloader.skills_dir
         self.skills_dir = Path(skills_dir) if skills_dir is not None else None
         self.offloader = offloader
         self.max_iters = max_iters
@@ -181,6 +200,10 @@ class Agent:
         )
         self._sink_key = object()
         self._lock = asyncio.Lock()
+        # Set while a session is held (hold_session): the state is saved there every step,
+        # and the lease (if any) is checked before each tool call and save.
+        self._checkpoints: SessionStore | None = None
+        self._lease: Lease | None = None
 
     # ----------------------------------------------------------------- properties
 
@@ -203,6 +226,14 @@ class Agent:
     def context(self) -> list[Msg]:
         """The recent, uncompressed messages."""
         return list(self._engine.context)
+
+    @property
+    def awaiting_reply(self) -> bool:
+        """Whether the session ends with a message the agent has not answered yet (a user
+        message or tool results): a resumed session in this state goes on with
+        ``await agent.reply()``."""
+        last = self._engine.last
+        return last is not None and (last.role != "assistant" or bool(last.tool_calls))
 
     @property
     def skills(self) -> list[Skill]:
@@ -236,10 +267,13 @@ class Agent:
         """Restore a session saved from :attr:`state` (an object or its JSON)."""
         if not isinstance(state, AgentState):
             state = AgentState.model_validate_json(state)
-        self.session_id = state.session_id
-        self._engine.session_id = state.session_id
+        self._use_session(state.session_id)
         self._engine.load(summary=state.summary, context=state.context)
         self.tasks.load(state.tasks)
+
+    def _use_session(self, session_id: str) -> None:
+        self.session_id = session_id
+        self._engine.session_id = session_id
         self._add_readback_tools(self.context_config)
 
     async def save_session(self, store: SessionStore | None = None) -> None:
@@ -253,6 +287,61 @@ class Agent:
             return False
         self.load_state(saved)
         return True
+
+    @contextlib.asynccontextmanager
+    async def hold_session(
+        self,
+        session_id: str | None = None,
+        store: SessionStore | None = None,
+        *,
+        lease_ttl: float = 30.0,
+        wait: float = 0.0,
+    ) -> AsyncIterator[bool]:
+        """Run ``session_id`` (default: the current one) here, saving it after every step.
+
+        When ``store`` (default: the offloader) grants leases (``PostgresWorkspace``), the
+        session's lease is taken first, so a second worker gets ``SessionLeasedError``
+        (after waiting up to ``wait`` seconds); a worker that dies stops renewing it, and
+        after ``lease_ttl`` seconds another may take over. Then the saved state is loaded
+        (the context manager yields whether there was one) and, until exit, saved after
+        the incoming messages, after every stored set of tool results and after the
+        answer: a tool whose result was saved is never run again by a worker that resumes.
+        While held, the lease is checked before every tool call and save
+        (``LeaseLostError`` once it lapsed). On a clean exit the state is saved once more
+        and the lease released::
+
+            async with agent.hold_session("task-42") as resumed:
+                if not resumed:
+                    await agent.reply("the task")
+                elif agent.awaiting_reply:  # the last worker died mid-reply
+                    await agent.reply()
+        """
+        store = self._session_store(store)
+        sid = session_id or self.session_id
+        lease = None
+        if isinstance(store, SessionLease):
+            lease = await store.acquire_lease(sid, ttl=lease_ttl, wait=wait)
+        try:
+            resumed = await self.resume_session(sid, store)
+            if not resumed:
+                self._use_session(sid)
+            self._checkpoints, self._lease = store, lease
+            try:
+                yield resumed
+            finally:
+                self._checkpoints = self._lease = None
+            if lease is not None:
+                lease.check()
+            await self.save_session(store)
+        finally:
+            if lease is not None:
+                await lease.release()
+
+    async def _checkpoint(self) -> None:
+        if self._lease is not None:
+            self._lease.check()
+        if self._checkpoints is not None:
+            await self.save_session(self._checkpoints)
 
     def _session_store(self, store: SessionStore | None) -> SessionStore:
         if store is not None:
@@ -381,18 +470,24 @@ class Agent:
             self._reply_skills = None
 
     async def _loop(self, ctx: ReplyContext) -> Msg:
-        for incoming in _as_msgs(ctx.msg) or []:
-            self._engine.append(incoming)
+        incoming = _as_msgs(ctx.msg) or []
+        for msg in incoming:
+            self._engine.append(msg)
+        if incoming:
+            await self._checkpoint()
         for step in range(self.max_iters):
             response = await self._reason(step)
             assistant = response.to_msg(self.name)
             self._engine.append(assistant)
             calls = assistant.tool_calls
             if not calls:
+                await self._checkpoint()
                 return assistant
             for call in calls:
                 self._emit(ToolCallEvent(agent=self.name, call=call, step=step))
             try:
+                if self._lease is not None:
+                    self._lease.check()  # a worker whose lease lapsed must not act
                 results = await self._act(calls, step)
                 # Stores the results in one synchronous step after any offload, so a
                 # cancellation lands either before (nothing stored) or after (all stored).
@@ -402,6 +497,7 @@ class Agent:
                 if not _answers(self._engine.last, calls):
                     self._engine.append(Msg("tool", [_interrupted(c) for c in calls], "user"))
                 raise
+            await self._checkpoint()
             for result in stored.tool_results:
                 self._emit(ToolResultEvent(agent=self.name, result=result, step=step))
         logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
@@ -417,6 +513,7 @@ class Agent:
             metadata={"stop_reason": "max_iters"},
         )
         self._engine.append(final)
+        await self._checkpoint()
         return final
 
     async def _reason(self, step: int) -> ChatResponse:

@@ -78,7 +78,7 @@ def demo(
     tool_result_limit: Annotated[
         int,
         typer.Option(
-            "--tool-result-limit", min=64, help="Tool results above this many tokens are cut."
+            "--tool-result-limit", min=100, help="Tool results above this many tokens are cut."
         ),
     ] = 256,
     path: Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,12 +13,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
-from ..context import ContextConfig, Summarizer
+from ..context import MIN_TOOL_RESULT_LIMIT, ContextConfig, Summarizer
 from ..replay import (
     FORMATS,
+    CacheKind,
     ReplayResult,
+    RequestDump,
+    RunCost,
     RunResult,
     Trajectory,
+    load_prices,
     load_recordings,
     replay_runs,
     summarizer_from_string,
@@ -49,6 +53,34 @@ def _summarizer(spec: str, base_url: str | None) -> Summarizer:
         return summarizer_from_string(spec, base_url=base_url)
     except (ValueError, ContextfoldError, FileNotFoundError) as exc:
         raise _usage_error(str(exc), "'--summarizer'") from exc
+
+
+def _dump(directory: Path | None, format: str) -> RequestDump | None:
+    if format not in ("openai", "anthropic"):
+        raise _usage_error(
+            f"unknown format {format!r}; use 'openai' or 'anthropic'", "'--dump-format'"
+        )
+    if directory is None:
+        return None
+    try:
+        return RequestDump(directory, format="openai" if format == "openai" else "anthropic")
+    except OSError as exc:
+        raise _usage_error(f"cannot write to {directory}: {exc}", "'--dump-requests'") from exc
+
+
+_CACHES: dict[str, CacheKind] = {"anthropic": "anthropic", "openai": "openai", "none": "none"}
+
+
+def _pricing(cache: str, path: Path | None) -> tuple[CacheKind, dict[str, dict[str, Any]]]:
+    kind = _CACHES.get(cache)
+    if kind is None:
+        raise _usage_error(
+            f"unknown cache model {cache!r}; use 'anthropic', 'openai' or 'none'", "'--cache'"
+        )
+    try:
+        return kind, load_prices(path)
+    except (OSError, ValueError) as exc:
+        raise _usage_error(f"cannot read prices: {exc}", "'--prices'") from exc
 
 
 def _check_plotly() -> None:
@@ -92,7 +124,43 @@ def replay(
     ] = None,
     tool_result_limit: Annotated[
         int | None,
-        typer.Option("--tool-result-limit", min=1, help="Truncate tool results above this."),
+        typer.Option(
+            "--tool-result-limit",
+            min=MIN_TOOL_RESULT_LIMIT,
+            help="Truncate tool results above this.",
+        ),
+    ] = None,
+    dump_requests: Annotated[
+        Path | None,
+        typer.Option(
+            "--dump-requests",
+            file_okay=False,
+            help="Write every request (reasoning and summary calls) exactly as it would be "
+            "sent, one <run id>.jsonl file per run in this directory.",
+        ),
+    ] = None,
+    dump_format: Annotated[
+        str,
+        typer.Option(
+            "--dump-format", help="Wire form of --dump-requests: 'openai' or 'anthropic'."
+        ),
+    ] = "openai",
+    cache: Annotated[
+        str,
+        typer.Option(
+            "--cache",
+            help="Price every call under this provider's prompt cache: 'anthropic' "
+            "(explicit breakpoints), 'openai' (automatic prefix) or 'none'.",
+        ),
+    ] = "anthropic",
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            dir_okay=False,
+            help="A JSON file of prices and cache rules overriding the shipped ones "
+            "(same shape as contextfold/replay/pricing.json).",
+        ),
     ] = None,
     tokenizer: Annotated[
         str, typer.Option("--count-as", help="Count tokens as this model does (its tokenizer).")
@@ -127,6 +195,8 @@ def replay(
     )
     counter = counter_for_model(tokenizer)
     model = _summarizer(summarizer, base_url)
+    dump = _dump(dump_requests, dump_format)
+    pricing = _pricing(cache, prices)
     try:
         with err.status("Loading recordings..."):
             loaded = load_recordings(paths, format=recording_format)
@@ -145,7 +215,17 @@ def replay(
             "'PATH'",
         )
     result = asyncio.run(
-        _run(runs, context_size, config, (summarizer, model), counter, workdir, err)
+        _run(
+            runs,
+            context_size,
+            config,
+            (summarizer, model),
+            counter,
+            workdir,
+            err,
+            dump,
+            pricing,
+        )
     )
     if not quiet:
         out.print(_runs_table(result))
@@ -172,6 +252,8 @@ async def _run(
     counter: TokenCounter,
     workdir: Path | None,
     err: Console,
+    dump: RequestDump | None,
+    cost: tuple[CacheKind, dict[str, dict[str, Any]]],
 ) -> ReplayResult:
     workspace: BaseWorkspace | None = None
     if workdir is not None:
@@ -205,6 +287,9 @@ async def _run(
             workspace=workspace,
             counter=counter,
             on_run=advance,
+            dump=dump,
+            cache=cost[0],
+            prices=cost[1],
         )
 
 
@@ -219,16 +304,23 @@ def _short(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _columns(table: Table) -> None:
+def _columns(table: Table, *, cost: bool) -> None:
     # Short headers: the table must stay readable in an 80-column terminal.
-    for name in ("steps", "peak", "mean", "comp", "trunc", "saved", "offloaded", "prefix"):
+    names = ["steps", "peak", "mean", "comp", "trunc", "saved", "offloaded", "prefix"]
+    for name in [*names, *(["cost", "cache"] if cost else [])]:
         table.add_column(name, justify="right")
+
+
+def _cost_cells(cost: RunCost | None) -> list[str]:
+    if cost is None:
+        return []
+    return [f"${cost.dollars:,.3f}", f"read {_pct(cost.cache_read_share)}"]
 
 
 def _runs_table(result: ReplayResult) -> Table:
     table = Table(title=f"Replay at a {result.context_size:,}-token window, per run")
     table.add_column("run", overflow="fold")
-    _columns(table)
+    _columns(table, cost=result.totals.cost is not None)
     for r in result.runs:
         table.add_row(
             r.run_id if r.error is None else f"[red]{r.run_id} (failed)[/]",
@@ -240,6 +332,7 @@ def _runs_table(result: ReplayResult) -> Table:
             _short(r.tokens_saved),
             _short(r.tokens_offloaded),
             _pct(r.prefix_stability),
+            *_cost_cells(r.cost),
         )
     return table
 
@@ -252,7 +345,7 @@ def _totals_table(result: ReplayResult) -> Table:
         f"{_pct(t.raw_prefix_stability)}"
     )
     table.add_column("runs", justify="right")
-    _columns(table)
+    _columns(table, cost=t.cost is not None)
     table.add_row(
         str(t.runs),
         str(t.steps),
@@ -263,11 +356,20 @@ def _totals_table(result: ReplayResult) -> Table:
         _short(t.tokens_saved),
         _short(t.tokens_offloaded),
         _pct(t.prefix_stability),
+        *_cost_cells(t.cost),
     )
     table.caption = (
         "peak/mean: request tokens; comp/trunc: compressions, truncations; saved: raw "
         "minus sent, summed over steps; prefix: prefix stability"
     )
+    if t.cost is not None:
+        c = t.cost
+        table.caption += (
+            f"; cost under the {c.cache} cache model (summary calls ${c.summary_dollars:,.3f} "
+            f"of it): input {c.uncached:,} uncached, {c.write:,} written, {c.read:,} read "
+            f"(cache read {_pct(c.cache_read_share)}; a perfect prefix cache would read "
+            f"{_pct(c.ceiling_share)}), output {c.output:,}"
+        )
     return table
 
 

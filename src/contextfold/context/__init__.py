@@ -13,25 +13,30 @@ Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage,
 ``_engine`` (the state and the step), ``_summarizer`` (the seam and the model-backed
 summarizer), ``_extractive`` (summarizers without a model), ``_summary`` (the rendered
 summary layer), ``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split,
-escalation, image limit).
+escalation, image limit), ``_redact`` (the redaction hook applied to what leaves the context).
 """
 
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    MIN_TOOL_RESULT_LIMIT,
     ContextConfig,
     SummarySchema,
 )
 from ._engine import HINT_NAME, ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._ledger import ArtifactLedger, extract_ledger
+from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
 from ._summarizer import (
-    SUMMARY_TOOL,
+    SUMMARY_ASK,
     ModelSummarizer,
     Summarizer,
+    SummaryPrompt,
     SummaryRequest,
     SummaryResult,
+    prefix_prompt,
     transcript_entry,
+    transcript_prompt,
 )
 from ._summary import SUMMARY_NAME, render_summary, safe_format
 from ._trim import (
@@ -59,9 +64,11 @@ __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
     "HINT_NAME",
+    "MIN_TOOL_RESULT_LIMIT",
     "READBACK_HINT",
+    "REDACTED",
+    "SUMMARY_ASK",
     "SUMMARY_NAME",
-    "SUMMARY_TOOL",
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",
@@ -79,7 +86,9 @@ __all__ = [
     "ImageRemovalEvent",
     "ModelInput",
     "ModelSummarizer",
+    "Redactor",
     "Summarizer",
+    "SummaryPrompt",
     "SummaryRequest",
     "SummaryResult",
     "SummarySchema",
@@ -88,9 +97,13 @@ __all__ = [
     "UsageHintEvent",
     "extract_ledger",
     "extractive_summary",
+    "prefix_prompt",
+    "redact_credentials",
+    "redact_messages",
     "render_summary",
     "safe_format",
     "summarize_items",
     "transcript_entry",
+    "transcript_prompt",
     "truncation_marker",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -9,9 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "MIN_TOOL_RESULT_LIMIT",
     "ContextConfig",
     "SummarySchema",
 ]
+
+
+MIN_TOOL_RESULT_LIMIT = 100
+"""The smallest ``tool_result_limit``: room for the truncation marker, the read-back hint
+and a little of the result. A marker whose reference would take more than half the limit
+is written without the reference (the truncation event still carries it)."""
 
 
 class SummarySchema(BaseModel):
@@ -60,9 +68,12 @@ DEFAULT_SUMMARY_TEMPLATE = (
     "# Current state\n{current_state}\n\n"
     "# Important discoveries\n{important_discoveries}\n\n"
     "# Next steps\n{next_steps}\n\n"
-    "# Context to preserve\n{context_to_preserve}</system-reminder>"
+    "# Context to preserve\n{context_to_preserve}\n\n"
+    "{artifacts}</system-reminder>"
 )
-"""Default rendering of a summary; placeholders are the schema's field names."""
+"""Default rendering of a summary; placeholders are the schema's field names, and
+``{artifacts}`` is where the engine puts what it adds itself (the reference to the saved
+messages and the ledger)."""
 
 
 class ContextConfig(BaseModel):
@@ -84,8 +95,13 @@ class ContextConfig(BaseModel):
     reserve_ratio: float = Field(default=0.1, gt=0, lt=0.9)
     """After compression, recent messages within this share of the window stay verbatim."""
 
-    tool_result_limit: int = Field(default=50_000, gt=0)
-    """Largest tool result kept in context, in tokens; longer ones are truncated."""
+    tool_result_limit: int = Field(default=50_000, ge=MIN_TOOL_RESULT_LIMIT)
+    """Largest tool result kept in context, in tokens; longer ones are truncated. The
+    effective limit is also bounded by the window: a result is never kept larger than what
+    ``trigger_ratio x context_size`` leaves after the system prompt, the tools and the
+    summary (as of the last step), so the model always sees a fresh result before any
+    summary covers it. At least :data:`MIN_TOOL_RESULT_LIMIT`, so the truncation marker
+    always fits with some content."""
 
     max_image_num: int = Field(default=5, ge=0)
     """Most images kept in context; older ones leave with a placeholder. 0 keeps none."""
@@ -111,12 +127,44 @@ class ContextConfig(BaseModel):
     """JSON Schema of the structured summary."""
 
     # Beyond compress-context.zh, section 配置压缩 (Configuring compression).
+    ledger_ratio: float = Field(default=0.1, ge=0, le=0.3)
+    """Share of the window the artifact ledger may take in the summary (files, commands
+    with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
+
+    summary_request: Literal["prefix", "transcript"] = "prefix"
+    """How a model summarizer is asked: ``"prefix"`` sends the agent's own request (same
+    system prompt, summary, context and tools) plus a trailing instruction, so a prompt
+    cache serves it as a read; ``"transcript"`` sends the folded messages as a fresh
+    transcript (the only form when the request would not fit the summarizer's window)."""
+
+    observation_masking: bool = False
+    """Before summarizing, try replacing old tool results (outside the kept part) by a
+    one-line placeholder naming where the whole output is saved, all in one batch: no
+    summary call, and the prefix before the first masked result stays cached. The summary
+    runs when masking cannot bring usage to halfway between reserve and trigger."""
+
+    tool_policies: dict[str, Literal["protect", "mask", "strip"]] = Field(default_factory=dict)
+    """Per tool name: ``"protect"`` keeps its results from masking, ``"strip"`` masks them
+    even in the kept part (all but the newest turn), ``"mask"`` (any tool not listed) masks
+    them outside the kept part."""
+
+    min_compaction_saving: float = Field(default=0.0, ge=0, lt=1)
+    """An automatic compaction that would free less than this share of the window is
+    skipped (the context is left as it is until the next step), so a compaction always
+    pays for the cache it breaks. 0 compacts whenever over the trigger."""
+
     summary_attempts: int = Field(default=3, ge=1, le=10)
     """Summary generation attempts before fallback."""
 
     truncation_keep: Literal["head_tail", "head"] = "head_tail"
     """What a truncated tool result keeps: its head and tail (default, since errors and
     final lines usually sit at the end) or its head only, as AgentScope does."""
+
+    redact: Callable[[str], str] | None = None
+    """Applied to every text before it is offloaded or summarized (compressed messages,
+    truncated tool results, the summarizer's request); ``None`` keeps content as it is.
+    ``contextfold.context.redact_credentials`` masks common credential shapes. The live
+    context is not changed: the model has seen it already."""
 
     @model_validator(mode="after")
     def _reserve_below_trigger(self) -> ContextConfig:

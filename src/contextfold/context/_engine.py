@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import overload
@@ -14,7 +14,9 @@ from typing import overload
 from .._exceptions import CompressionError, StructuredOutputError
 from .._logging import logger
 from ..message import (
+    CACHE_POINT_KEY,
     MARKER_KEY,
+    MASKED_KEY,
     ContentBlock,
     DataBlock,
     HintBlock,
@@ -27,20 +29,24 @@ from ..message import (
 )
 from ..token import TokenCounter, UsageCalibration
 from ..workspace import DataOffloader, Offloader
-from ._config import ContextConfig
+from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
 from ._ledger import extract_ledger
+from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
-    cap_summary,
     compose_summary,
-    fallback_note,
+    fallback_summary,
+    ledger_budget,
     ledger_of,
     safe_format,
+    summary_budget,
     summary_msg,
     with_note,
 )
 from ._trim import (
+    MIN_KEPT_RESULT,
+    Escalation,
     ToolResultTruncator,
     choose_split,
     count_images,
@@ -64,7 +70,10 @@ from ._types import (
     UsageHintEvent,
 )
 
-__all__ = ["HINT_NAME", "ContextEngine"]
+__all__ = ["HINT_NAME", "ContextEngine", "mask_message", "mask_plan", "newest_turn"]
+
+_CALL_ROOM = 64
+"""Tokens left beside a fresh result for the call that asked for it."""
 
 HINT_NAME = "runtime"
 """``Msg.name`` of the context-usage note, which is never stored in the context."""
@@ -122,6 +131,8 @@ class ContextEngine:
         self._system: tuple[str, Msg, int] | None = None
         self._tools: tuple[tuple[ToolSpec, ...], int] | None = None
         self._overhead: int | None = None
+        self._fixed = 0  # system prompt, tools and framing of the last step
+        self._last_sent: ModelInput | None = None  # the last input built (without a note)
 
     @property
     def summary(self) -> Msg | None:
@@ -178,7 +189,7 @@ class ContextEngine:
         cancelled before that step) or the whole message (if cancelled while events were
         being emitted); :attr:`last` tells which.
         """
-        truncator = self._truncator(self.config)
+        truncator = self._truncator(self.config, limit=self.result_limit())
         events: list[TruncationEvent] = []
         new_blocks: list[ContentBlock] = []
         for block in msg.blocks():
@@ -255,7 +266,8 @@ class ContextEngine:
             threshold_ratio=threshold_ratio,
         )
         async with self._lock:
-            return await self._run_compression(system_prompt, tools, request, prefix=None)
+            prefix = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+            return await self._run_compression(system_prompt, tools, request, prefix=prefix)
 
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
@@ -278,14 +290,16 @@ class ContextEngine:
     def _usage(self, system_prompt: str, tools: Sequence[ToolSpec]) -> ContextUsage:
         if self._overhead is None:
             self._overhead = self.counter.count_request([], ())
-        return ContextUsage(
+        usage = ContextUsage(
             system=self._system_msg(system_prompt)[1],
-            summary=self.counter.count_message(self._summary) if self._summary else 0,
+            summary=self._summary_tokens(),
             context=self._context_tokens,
             tools=self._tool_tokens(tools),
             overhead=self._overhead + self._calibration(system_prompt, tools),
             context_size=self.context_size,
         )
+        self._fixed = usage.system + usage.tools + usage.overhead
+        return usage
 
     def _calibration(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
         # Counters without a tokenizer correct their estimate by the usage the provider
@@ -295,14 +309,33 @@ class ContextEngine:
         head = [self._system_msg(system_prompt)[0]]
         if self._summary is not None:
             head.append(self._summary)
-        return self.counter.correction(_Joined(head, self._context), tools)
+        estimate = (
+            self._system_msg(system_prompt)[1]
+            + self._summary_tokens()
+            + self._context_tokens
+            + self._tool_tokens(tools)
+            + (self._overhead or 0)
+        )
+        return self.counter.correction(_Joined(head, self._context), tools, estimate=estimate)
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
 
-    def _truncator(self, config: ContextConfig) -> ToolResultTruncator:
+    def result_limit(self) -> int:
+        """The largest tool result kept as it arrives: ``tool_result_limit``, bounded by
+        what ``trigger_ratio x context_size`` leaves after the system prompt, the tools and
+        the summary of the last step (never below ``MIN_TOOL_RESULT_LIMIT``)."""
+        room = self._trigger_tokens(self.config) - self._fixed - self._summary_tokens()
+        return max(MIN_TOOL_RESULT_LIMIT, min(self.config.tool_result_limit, room - _CALL_ROOM))
+
+    def _summary_tokens(self) -> int:
+        return self.counter.count_message(self._summary) if self._summary else 0
+
+    def _truncator(self, config: ContextConfig, *, limit: int | None = None) -> ToolResultTruncator:
         return ToolResultTruncator(
-            self.counter, limit=config.tool_result_limit, keep=config.truncation_keep
+            self.counter,
+            limit=config.tool_result_limit if limit is None else limit,
+            keep=config.truncation_keep,
         )
 
     # -- model input --------------------------------------------------------------
@@ -317,6 +350,7 @@ class ContextEngine:
         self, system_prompt: str, tools: Sequence[ToolSpec], *, task_in_progress: bool
     ) -> ModelInput:
         model_input = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+        self._last_sent = model_input
         usage = model_input.usage
         if task_in_progress or usage.total <= self.config.hint_ratio * self.context_size:
             return model_input
@@ -410,21 +444,34 @@ class ContextEngine:
         snapshot = list(self._context)
         tokens = [self.counter.count_message(m) for m in snapshot]
         safe = safe_boundaries(snapshot)
+        # The newest assistant turn and what answers it are kept whenever cutting its tool
+        # results can make it fit: a fresh result is not summarized before it was seen.
+        protect = self._protected(snapshot, tokens, usage, config)
         k = choose_split(tokens, safe, int(config.reserve_ratio * self.context_size))
         if k == 0 and request.force:
             k = choose_split(tokens, safe, sum(tokens) // 2)
+        k = min(k, protect)
+        if config.observation_masking and trigger != "tool":
+            masked = await self._mask(snapshot, k=k, protect=protect, usage=usage, config=config)
+            if masked is not None:
+                masked.duration_s = time.monotonic() - started
+                masked.trigger = trigger
+                await self._emit(masked)
+                return masked
         if k == 0:
-            logger.warning(
-                "context over its threshold (%d tokens) but nothing can be compressed: the "
-                "recent messages already fit reserve_ratio or are one pending tool exchange",
-                usage.total,
-            )
+            await self._cut_kept(snapshot, usage, config)
+            return None
+        if trigger == "auto" and self._too_little_freed(tokens[:k], usage, config):
             return None
         compressed = snapshot[:k]
         previous = self._summary
-        ledger = ledger_of(previous).merge(extract_ledger(compressed))
+        # The request to extend is chosen first, then redacted with the messages to fold.
+        base = self._summary_prefix(prefix, k) if config.summary_request == "prefix" else None
+        folded, base = self._redacted(compressed, base)
+        ledger = ledger_of(previous).merge(extract_ledger(folded))
+        ledger = ledger.select(self.counter, ledger_budget(config, self.context_size))
         summary_request = SummaryRequest(
-            messages=compressed,
+            messages=folded,
             previous=previous,
             instructions=safe_format(
                 config.compression_prompt,
@@ -433,7 +480,7 @@ class ContextEngine:
             hints=() if request.instructions is None else (request.instructions,),
             schema=config.summary_schema,
             max_attempts=config.summary_attempts,
-            prefix=prefix,
+            prefix=base,
         )
         error: Exception | None = None
         result: SummaryResult | None = None
@@ -448,9 +495,11 @@ class ContextEngine:
                     else "enable compression_fallback_to_truncation to drop the oldest "
                     "messages instead, or check the summarizer model"
                 )
+                attempts = _attempts(exc, config)
                 raise CompressionError(
-                    f"summary generation failed after {_attempts(exc, config)} attempt(s) "
-                    f"({type(exc).__name__}: {exc}); the context is unchanged: {advice}"
+                    f"summary generation failed after {attempts} attempt"
+                    f"{'' if attempts == 1 else 's'} ({type(exc).__name__}: {exc}); the "
+                    f"context is unchanged: {advice}"
                 ) from exc
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
@@ -459,6 +508,8 @@ class ContextEngine:
             text = compose_summary(
                 result.fields,
                 config=config,
+                counter=self.counter,
+                size=self.context_size,
                 ledger=ledger,
                 ref=ref,
                 compressed=len(compressed),
@@ -467,24 +518,24 @@ class ContextEngine:
             )
         else:
             assert error is not None
-            note = fallback_note(
+            text = fallback_summary(
                 removed=len(compressed),
                 ref=ref,
                 error=error,
                 previous=previous.text if previous is not None else None,
+                ledger=ledger,
+                counter=self.counter,
+                budget=summary_budget(config, self.context_size),
             )
-            text = "\n\n".join(p for p in (note, ledger.render()) if p)
-        text = cap_summary(text, counter=self.counter, config=config, size=self.context_size)
         summary = summary_msg(text, ledger, result.fields if result is not None else None)
-        escalation = await escalate(
-            [*snapshot[k:], *appended],
+        kept = [*snapshot[k:], *appended]
+        kept_tokens = [self.counter.count_message(m) for m in kept]
+        escalation = await self._escalate(
+            kept,
             summary_tokens=self.counter.count_message(summary),
-            fixed=usage.system + usage.tools + usage.overhead,
-            target=self._trigger_tokens(config),
-            counter=self.counter,
-            truncator=self._truncator(config),
-            offload_result=self._offload_result,
-            offload_context=self._offload_context,
+            usage=usage,
+            config=config,
+            keep_from=self._protected(kept, kept_tokens, usage, config),
         )
         if escalation.note is not None:
             summary = with_note(summary, escalation.note)
@@ -515,11 +566,169 @@ class ContextEngine:
         await self._emit(event)
         return event
 
+    async def _mask(
+        self,
+        snapshot: list[Msg],
+        *,
+        k: int,
+        protect: int,
+        usage: ContextUsage,
+        config: ContextConfig,
+    ) -> CompressionEvent | None:
+        """Observation masking: old tool results replaced, in one batch, by a placeholder
+        naming where the whole output is saved; ``None`` (nothing changed) when that would
+        not bring usage to halfway between reserve and trigger."""
+        plan = mask_plan(
+            snapshot, k=min(k, protect), protect=protect, policies=config.tool_policies
+        )
+        if not plan:
+            return None
+        by_message: dict[int, dict[int, int]] = {}  # message -> block -> result tokens
+        for i, j, block in plan:
+            by_message.setdefault(i, {})[j] = self.counter.count_text(block.text())
+
+        def masked(refs: Mapping[tuple[int, int], str]) -> dict[int, Msg]:
+            return {
+                i: mask_message(snapshot[i], {j: (refs[(i, j)], n) for j, n in blocks.items()})
+                for i, blocks in by_message.items()
+            }
+
+        # Sized with a reference of typical length, before anything is offloaded.
+        trial = masked({(i, j): "x" * 48 for i, j, _ in plan})
+        count = self.counter.count_message
+        after = usage.total - sum(count(snapshot[i]) - count(m) for i, m in trial.items())
+        if after > (config.trigger_ratio + config.reserve_ratio) / 2 * self.context_size:
+            return None
+        refs = {
+            (i, j): await self._offload_result(block) or "(not saved: no offloader)"
+            for i, j, block in plan
+        }
+        new_context = list(snapshot)
+        for i, msg in masked(refs).items():
+            new_context[i] = msg
+        first = min(by_message)
+        if first > 0:
+            before = new_context[first - 1]
+            new_context[first - 1] = before.model_copy(
+                update={"metadata": {**before.metadata, CACHE_POINT_KEY: True}}
+            )
+        late = self._context[len(snapshot) :]
+        self._context = [*new_context, *late]
+        self._context_tokens = sum(self.counter.count_message(m) for m in self._context)
+        self.compressions += 1
+        return CompressionEvent(
+            trigger="auto",
+            method="masking",
+            tokens_before=usage.total,
+            tokens_after=self._usage_total(),
+            messages_removed=0,
+            messages_kept=len(self._context),
+            duration_s=0.0,
+            attempts=0,
+        )
+
+    def _usage_total(self) -> int:
+        system, tools = self._system, self._tools
+        fixed = (system[2] if system else 0) + (tools[1] if tools else 0) + (self._overhead or 0)
+        return fixed + self._summary_tokens() + self._context_tokens
+
+    def _too_little_freed(
+        self, folded: list[int], usage: ContextUsage, config: ContextConfig
+    ) -> bool:
+        """Whether an automatic compaction would free less than ``min_compaction_saving``
+        of the window (folding ``folded`` into a summary about as large as the current one,
+        or the ledger's budget) while the request still fits: then it waits a step."""
+        if not config.min_compaction_saving:
+            return False
+        summary = max(self._summary_tokens(), ledger_budget(config, self.context_size))
+        freed = sum(folded) - summary + usage.summary
+        fits = usage.total <= self.context_size - self.context_size // 10
+        if freed < config.min_compaction_saving * self.context_size and fits:
+            logger.info("compaction skipped: it would free only %d tokens", freed)
+            return True
+        return False
+
+    def _summary_prefix(self, current: ModelInput | None, k: int) -> ModelInput | None:
+        """The request a summary request should extend: the last one sent, when it still
+        holds everything to fold (the newest turn, which is kept, need not be read twice,
+        and that request is what the provider's cache holds), else the current state."""
+        if current is None or not safe_boundaries(self._context)[-1]:
+            return None  # a call still waits for its result: no valid request to extend
+        last = self._last_sent
+        if (
+            last is not None
+            and last.system is current.system
+            and last.summary is current.summary
+            and last.tools == current.tools
+            and k <= len(last.context) <= len(self._context)
+            and all(a is b for a, b in zip(last.context, self._context, strict=False))
+        ):
+            return last
+        return current
+
+    def _protected(
+        self, snapshot: list[Msg], tokens: list[int], usage: ContextUsage, config: ContextConfig
+    ) -> int:
+        """Where the kept part must start at the latest: the newest turn, unless even with
+        its tool results cut it could not fit beside a full summary (then nothing)."""
+        start = newest_turn(snapshot)
+        cuttable = sum(
+            max(0, self.counter.count_text(r.text()) - MIN_KEPT_RESULT)
+            for m in snapshot[start:]
+            for r in m.tool_results
+        )
+        fixed = usage.system + usage.tools + usage.overhead
+        needed = fixed + summary_budget(config, self.context_size) + sum(tokens[start:]) - cuttable
+        return start if needed <= self._trigger_tokens(config) else len(snapshot)
+
+    async def _escalate(
+        self,
+        kept: list[Msg],
+        *,
+        summary_tokens: int,
+        usage: ContextUsage,
+        config: ContextConfig,
+        keep_from: int,
+    ) -> Escalation:
+        return await escalate(
+            kept,
+            summary_tokens=summary_tokens,
+            fixed=usage.system + usage.tools + usage.overhead,
+            target=self._trigger_tokens(config),
+            counter=self.counter,
+            truncator=self._truncator(config),
+            offload_result=self._offload_result,
+            offload_context=self._offload_context,
+            keep_from=keep_from,
+        )
+
+    async def _cut_kept(
+        self, snapshot: list[Msg], usage: ContextUsage, config: ContextConfig
+    ) -> None:
+        """Nothing can be compressed (only the newest turn is left): cut its oversized
+        tool results to fit the trigger instead, if that helps."""
+        escalation = await self._escalate(
+            snapshot, summary_tokens=usage.summary, usage=usage, config=config, keep_from=0
+        )
+        if not escalation.truncations:
+            logger.warning(
+                "context over its threshold (%d tokens) but nothing can be compressed: the "
+                "recent messages already fit reserve_ratio or are the newest turn",
+                usage.total,
+            )
+            return
+        late = self._context[len(snapshot) :]
+        self._context = [*escalation.context, *late]
+        self._context_tokens = sum(self.counter.count_message(m) for m in self._context)
+        for truncation in escalation.truncations:
+            await self._emit(truncation)
+
     # -- offload and events ---------------------------------------------------------
 
     async def _offload_context(self, msgs: list[Msg]) -> str | None:
         if self.offloader is None or not msgs:
             return None
+        msgs = self._redacted(msgs, None)[0]
         return await self.offloader.offload_context(self.session_id, msgs)
 
     async def _offload_result(self, block: ToolResultBlock) -> str | None:
@@ -527,7 +736,21 @@ class ContextEngine:
         # again, and each later Read of the copy could be copied once more.
         if self.offloader is None or is_readback(block):
             return None
+        if self.config.redact is not None:
+            block = redact_tool_result(block, self.config.redact)
         return await self.offloader.offload_tool_result(self.session_id, block)
+
+    def _redacted(
+        self, msgs: list[Msg], prefix: ModelInput | None
+    ) -> tuple[list[Msg], ModelInput | None]:
+        """What may leave the context: ``msgs`` (and the request prefix a summarizer may
+        reuse) through ``config.redact``, when one is set."""
+        redact = self.config.redact
+        if redact is None:
+            return msgs, prefix
+        if prefix is not None:
+            prefix = replace(prefix, context=tuple(redact_messages(prefix.context, redact)))
+        return redact_messages(msgs, redact), prefix
 
     async def _emit(self, event: ContextEvent) -> None:
         logger.info("context event: %s", event.model_dump_json())
@@ -537,11 +760,61 @@ class ContextEngine:
                 await result
 
 
+def mask_plan(
+    msgs: Sequence[Msg], *, k: int, protect: int, policies: Mapping[str, str]
+) -> list[tuple[int, int, ToolResultBlock]]:
+    """The tool results to mask: ``(message index, block index, block)``.
+
+    Results before ``k`` (the kept part's start) are masked unless their tool is
+    ``protect``-ed; ``strip`` tools are masked up to ``protect`` (the newest turn) too.
+    Already masked results and read-back results are left alone.
+    """
+    plan = []
+    for i, msg in enumerate(msgs[:protect]):
+        for j, block in enumerate(msg.blocks()):
+            if not isinstance(block, ToolResultBlock) or MASKED_KEY in block.metadata:
+                continue
+            if is_readback(block):
+                continue
+            policy = policies.get(block.name, "mask")
+            if policy == "protect" or (policy == "mask" and i >= k):
+                continue
+            plan.append((i, j, block))
+    return plan
+
+
+def mask_message(msg: Msg, masks: Mapping[int, tuple[str, int]]) -> Msg:
+    """``msg`` with the tool results at the given block indexes replaced by placeholders
+    (``ref`` of the whole output, its size in tokens)."""
+    blocks = msg.blocks()
+    for j, (ref, tokens) in masks.items():
+        block = blocks[j]
+        assert isinstance(block, ToolResultBlock)
+        note = (
+            f"[{block.name} output ({tokens} tokens) masked to save context; the whole "
+            f"output is saved in '{ref}': Read it to see it again.]"
+        )
+        blocks[j] = block.model_copy(
+            update={"output": note, "metadata": {**block.metadata, MASKED_KEY: ref}}
+        )
+    return replace_content(msg, blocks)
+
+
+def newest_turn(msgs: Sequence[Msg]) -> int:
+    """Where the newest turn starts: its last assistant message (with the tool results and
+    messages after it), or the last message when no assistant spoke."""
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "assistant":
+            return i
+    return max(len(msgs) - 1, 0)
+
+
 def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_enabled: bool) -> Msg:
     """The context-usage note: a trailing user-role message, never stored."""
     text = (
         f"Context usage: {tokens} of {context_size} tokens ({tokens / context_size:.0%}). "
-        f"Older messages are summarized automatically at {trigger_ratio:.0%}."
+        f"Older messages are summarized automatically at {trigger_ratio:.0%}; summarized messages "
+        "stay readable in the workspace: find them with Search (a few words), then Read."
     )
     if tool_enabled:
         text += (

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..message import (
+    MARKER_KEY,
+    SUMMARY_TOOL,
     DataBlock,
     HintBlock,
+    Marker,
     Msg,
     TextBlock,
     ThinkingBlock,
@@ -26,22 +29,28 @@ from ..message import (
     ToolResultBlock,
     ToolSpec,
     Usage,
+    marker_of,
 )
 from ..model import ChatModelBase
-from ..token import head_within, tail_within
+from ..token import TokenCounter, head_within, tail_within
 from ._types import ModelInput
 
 __all__ = [
-    "SUMMARY_TOOL",
+    "SUMMARY_ASK",
     "ModelSummarizer",
     "Summarizer",
+    "SummaryPrompt",
     "SummaryRequest",
     "SummaryResult",
+    "prefix_prompt",
     "transcript_entry",
+    "transcript_prompt",
 ]
 
-SUMMARY_TOOL = "write_summary"
-"""Name of the forced tool a model summarizer answers through."""
+
+SUMMARY_ASK = "Answer now with one JSON object"
+"""How the instruction ending a prefix-form summary request starts (it then lists the
+fields, one ``- name: description`` line each)."""
 
 _SUMMARIZER_SYSTEM = (
     "You compress the history of an AI agent's session into a structured summary. The "
@@ -135,19 +144,30 @@ def transcript_entry(msg: Msg, *, header: bool = True) -> str:
 
 
 @dataclass(frozen=True)
-class _Prompt:
+class SummaryPrompt:
+    """The request a model summarizer sends: messages, the tools left on offer (``None``
+    for the transcript form, which forces the summary tool instead), and what the
+    transcript had to leave out."""
+
     messages: list[Msg]
-    uncovered: int
-    cut: bool
+    offered: tuple[ToolSpec, ...] | None
+    uncovered: int = 0
+    cut: bool = False
 
 
 class ModelSummarizer:
-    """A chat model writes the summary from a transcript, through a forced tool call.
+    """A chat model writes the summary.
 
-    The transcript is trimmed oldest first to fit the model's own window (room is left for
-    the answer, a tenth of the window, and the tool schema); what was left out is reported
-    in :attr:`SummaryResult.uncovered`. Invalid output is retried with the validation error
-    fed back, up to ``request.max_attempts`` attempts in all.
+    When the request carries the agent's own prefix (``ContextConfig.summary_request`` is
+    ``"prefix"``, the default) and it fits this model's window, the summary request *is*
+    that request plus one trailing instruction: same system prompt, summary, context and
+    tools, so a provider's prompt cache (or llama.cpp's KV cache) serves it as a read, and
+    the JSON answer comes as text. Otherwise the messages are rendered as a transcript,
+    trimmed oldest first to fit the window (room is left for the answer, a tenth of the
+    window, and the tool schema; what was left out is reported in
+    :attr:`SummaryResult.uncovered`), and the answer is a forced tool call. Invalid output
+    is retried with the validation error fed back, up to ``request.max_attempts``
+    attempts in all.
     """
 
     def __init__(self, model: ChatModelBase) -> None:
@@ -168,6 +188,7 @@ class ModelSummarizer:
             # Any failure of an attempt (an empty answer, a provider error that survived
             # the model's own retries) uses one up; the summary falls back after the last.
             retry_on=(Exception,),
+            offered=prompt.offered,
         )
         return SummaryResult(
             fields=output.value,
@@ -176,53 +197,84 @@ class ModelSummarizer:
             cut=prompt.cut,
         )
 
-    def prompt(self, request: SummaryRequest) -> _Prompt:
-        """The summarizer's messages: a system turn, then transcript and instructions."""
-        counter = self.model.token_counter
-        size = self.model.context_size
-        hints = [HintBlock(hint=request.instructions), *request.hints]
-        system = Msg("system", _SUMMARIZER_SYSTEM, "system")
-        tool = ToolSpec(name=SUMMARY_TOOL, parameters=request.schema)
-        fixed = (
-            counter.count_message(system)
-            + counter.count_message(Msg("user", list(hints), "user"))
-            + counter.count_tools([tool])
-            + counter.count_request([], ())
-            + size // 10
+    def prompt(self, request: SummaryRequest) -> SummaryPrompt:
+        """The request this summarizer sends first (the agent's prefix, or a transcript)."""
+        prefixed = prefix_prompt(request)
+        if prefixed is not None:
+            counter = self.model.token_counter
+            needed = counter.count_request(prefixed.messages, prefixed.offered or ())
+            if needed + self.model.context_size // 10 <= self.model.context_size:
+                return prefixed
+        return transcript_prompt(request, self.model.token_counter, self.model.context_size)
+
+
+def prefix_prompt(request: SummaryRequest) -> SummaryPrompt | None:
+    """The agent's own request plus a trailing instruction to answer with the fields as
+    one JSON object, or ``None`` without a prefix."""
+    if request.prefix is None:
+        return None
+    messages = [m for m in request.prefix.messages() if marker_of(m) is not Marker.USAGE_HINT]
+    fields = request.schema.get("properties")
+    lines = []
+    if isinstance(fields, dict):
+        for name, spec in fields.items():
+            about = spec.get("description", "") if isinstance(spec, dict) else ""
+            lines.append(f"- {name}: {about}".rstrip(": "))
+    ask = SUMMARY_ASK + " and nothing else (call no tool), with these string fields:\n"
+    ask += "\n".join(lines)
+    hints = [HintBlock(hint=request.instructions), HintBlock(hint=ask), *request.hints]
+    instruction = Msg(
+        "user", list(hints), "user", metadata={MARKER_KEY: Marker.SUMMARY_REQUEST.value}
+    )
+    return SummaryPrompt([*messages, instruction], request.prefix.tools)
+
+
+def transcript_prompt(request: SummaryRequest, counter: TokenCounter, size: int) -> SummaryPrompt:
+    """A system turn, then the folded messages as a transcript (newest kept first, within
+    ``size``), then the instructions; answered through the forced summary tool."""
+    hints = [HintBlock(hint=request.instructions), *request.hints]
+    system = Msg("system", _SUMMARIZER_SYSTEM, "system")
+    tool = ToolSpec(name=SUMMARY_TOOL, parameters=request.schema)
+    fixed = (
+        counter.count_message(system)
+        + counter.count_message(Msg("user", list(hints), "user"))
+        + counter.count_tools([tool])
+        + counter.count_request([], ())
+        + size // 10
+    )
+    budget = size - fixed - 64  # JSON framing of the transcript block
+    pieces: list[str] = []
+    if request.previous is not None:
+        old = request.previous.text
+        old_budget = max(budget // 2, 0)
+        if counter.count_text(old) > old_budget:
+            old = head_within(counter, old, old_budget)
+        pieces.append(f"<previous-summary>\n{old}\n</previous-summary>")
+        budget -= counter.count_text(pieces[0]) + 4
+    entries: list[str] = []
+    msgs = request.messages
+    uncovered, cut = 0, False
+    for i in range(len(msgs) - 1, -1, -1):
+        entry = transcript_entry(msgs[i])
+        cost = counter.count_text(entry) + 2
+        if cost <= budget:
+            entries.append(entry)
+            budget -= cost
+            continue
+        if budget > 64:
+            entries.append(tail_within(counter, entry, budget - 8))
+            cut = True
+            uncovered = i
+        else:
+            uncovered = i + 1
+        break
+    entries.reverse()
+    if uncovered or cut:
+        entries.insert(
+            0,
+            f"[{uncovered} older message(s) were left out to fit the summarizer's window"
+            f"{' and the oldest one shown was cut' if cut else ''}.]",
         )
-        budget = size - fixed - 64  # JSON framing of the transcript block
-        pieces: list[str] = []
-        if request.previous is not None:
-            old = request.previous.text
-            old_budget = max(budget // 2, 0)
-            if counter.count_text(old) > old_budget:
-                old = head_within(counter, old, old_budget)
-            pieces.append(f"<previous-summary>\n{old}\n</previous-summary>")
-            budget -= counter.count_text(pieces[0]) + 4
-        entries: list[str] = []
-        msgs = request.messages
-        uncovered, cut = 0, False
-        for i in range(len(msgs) - 1, -1, -1):
-            entry = transcript_entry(msgs[i])
-            cost = counter.count_text(entry) + 2
-            if cost <= budget:
-                entries.append(entry)
-                budget -= cost
-                continue
-            if budget > 64:
-                entries.append(tail_within(counter, entry, budget - 8))
-                cut = True
-                uncovered = i
-            else:
-                uncovered = i + 1
-            break
-        entries.reverse()
-        if uncovered or cut:
-            entries.insert(
-                0,
-                f"[{uncovered} older message(s) were left out to fit the summarizer's window"
-                f"{' and the oldest one shown was cut' if cut else ''}.]",
-            )
-        pieces.append("<conversation>\n" + "\n\n".join(entries) + "\n</conversation>")
-        user = Msg("user", [TextBlock(text="\n\n".join(pieces)), *hints], "user")
-        return _Prompt([system, user], uncovered, cut)
+    pieces.append("<conversation>\n" + "\n\n".join(entries) + "\n</conversation>")
+    user = Msg("user", [TextBlock(text="\n\n".join(pieces)), *hints], "user")
+    return SummaryPrompt([system, user], None, uncovered, cut)

@@ -19,12 +19,13 @@ from ._ledger import ArtifactLedger
 
 __all__ = [
     "SUMMARY_NAME",
-    "cap_summary",
     "compose_summary",
-    "fallback_note",
+    "fallback_summary",
+    "ledger_budget",
     "ledger_of",
     "render_summary",
     "safe_format",
+    "summary_budget",
     "summary_msg",
     "with_note",
 ]
@@ -69,20 +70,35 @@ def render_summary(template: str, fields: Mapping[str, Any]) -> str:
     return safe_format(template, {k: _as_text(v) for k, v in fields.items()})
 
 
+def summary_budget(config: ContextConfig, size: int) -> int:
+    """Tokens the summary layer may take: half the room between reserve and trigger."""
+    return max(128, int((config.trigger_ratio - config.reserve_ratio) * size) // 2)
+
+
+def ledger_budget(config: ContextConfig, size: int) -> int:
+    """Tokens the ledger may take: ``ledger_ratio`` of the window, within the summary's."""
+    return min(int(config.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
+
+
 def compose_summary(
     fields: Mapping[str, Any],
     *,
     config: ContextConfig,
+    counter: TokenCounter,
+    size: int,
     ledger: ArtifactLedger,
     ref: str | None,
     compressed: int,
     uncovered: int = 0,
     cut: bool = False,
 ) -> str:
-    """Render ``fields`` with the template, adding notes, the offload ref and the ledger.
+    """Render ``fields`` with the template, plus what the engine adds, within the budget.
 
-    The additions go into ``context_to_preserve`` when the template shows that field,
-    else after the rendered text, so a custom template never loses them.
+    The engine's additions (a note on what the summarizer could not read, the reference to
+    the offloaded messages, the ledger) are never cut: the model-written fields are, each
+    within its own share of what the additions and the template leave
+    (:func:`summary_budget` in all). The additions go where the template has
+    ``{artifacts}``, else into ``{context_to_preserve}``, else after the rendered text.
     """
     extras: list[str] = []
     if uncovered or cut:
@@ -93,27 +109,82 @@ def compose_summary(
             + "."
         )
     if ref is not None:
-        extras.append(f"The compressed messages are saved in '{ref}'.")
-    ledger_text = ledger.render()
-    if ledger_text:
-        extras.append(ledger_text)
-    values = dict(fields)
-    if "{context_to_preserve}" in config.summary_template:
-        own = values.get("context_to_preserve")
-        own_text = own if isinstance(own, str) else render_summary("{v}", {"v": own})
-        values["context_to_preserve"] = "\n\n".join(p for p in (own_text, *extras) if p)
-        return render_summary(config.summary_template, values)
-    return "\n\n".join([render_summary(config.summary_template, values), *extras])
+        extras.append(
+            f"The compressed messages are saved in '{ref}'; find details there with Search "
+            "(by a few words), Grep or Read."
+        )
+    extras.append(ledger.render())
+    additions = "\n\n".join(p for p in extras if p)
+    values = {k: _as_text(v) for k, v in fields.items()}
+    budget = summary_budget(config, size)
+    for _ in range(4):
+        text = _render_with(config.summary_template, values, additions)
+        over = counter.count_text(text) - budget
+        if over <= 0:
+            return text
+        values = _shrink(values, counter, over)
+    return _render_with(config.summary_template, dict.fromkeys(values, ""), additions)
 
 
-def fallback_note(
-    *, removed: int, ref: str | None, error: BaseException, previous: str | None
+def _render_with(template: str, values: Mapping[str, str], additions: str) -> str:
+    values = dict(values)
+    if "{artifacts}" in template:
+        values["artifacts"] = additions
+        return safe_format(template, values)
+    if "{context_to_preserve}" in template:
+        own = values.get("context_to_preserve", "")
+        values["context_to_preserve"] = "\n\n".join(p for p in (own, additions) if p)
+        return safe_format(template, values)
+    return "\n\n".join(p for p in (safe_format(template, values), additions) if p)
+
+
+_CUT = " [...]"
+
+
+def _shrink(values: Mapping[str, str], counter: TokenCounter, excess: int) -> dict[str, str]:
+    """``values`` with ``excess`` tokens (and a little more) taken from the longest fields.
+
+    Water filling: every field is cut to one common level, the highest that frees enough;
+    fields already below it are left whole.
+    """
+    sizes = {k: counter.count_text(v) for k, v in values.items()}
+    target = sum(sizes.values()) - excess - 4 * len(sizes)
+    level = _level(sorted(sizes.values()), max(target, 0))
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if sizes[key] <= level:
+            out[key] = value
+        else:
+            out[key] = head_within(counter, value, max(level - 2, 0)) + _CUT
+    return out
+
+
+def _level(sizes: list[int], total: int) -> int:
+    """The largest level ``L`` with ``sum(min(s, L) for s in sizes) <= total``."""
+    remaining, n = total, len(sizes)
+    for i, size in enumerate(sizes):
+        share = remaining // (n - i)
+        if size > share:
+            return share
+        remaining -= size
+    return sizes[-1] if sizes else 0
+
+
+def fallback_summary(
+    *,
+    removed: int,
+    ref: str | None,
+    error: BaseException,
+    previous: str | None,
+    ledger: ArtifactLedger,
+    counter: TokenCounter,
+    budget: int,
 ) -> str:
     """What takes the summary's place when every attempt failed: ``removed`` older
-    messages were dropped unsummarized.
+    messages were dropped unsummarized (and saved, when there is an offloader).
 
-    The previous summary, if any, is still true of the history before them, so it is kept
-    below the note rather than lost with the failed attempt.
+    The ledger still holds their facts. The previous summary, if any, is still true of the
+    history before them, so it is kept below, cut to what the budget leaves.
     """
     where = (
         f" They were saved to '{ref}'; read them from there if you need details."
@@ -124,17 +195,15 @@ def fallback_note(
         f"The context was shortened: {removed} earlier message(s) were removed "
         f"because a summary of them could not be generated ({type(error).__name__}).{where}"
     )
+    text = "\n\n".join(p for p in (note, ledger.render()) if p)
     if previous:
-        note += f"\n\nThe summary of the history before them was:\n{previous}"
-    return note
-
-
-def cap_summary(text: str, *, counter: TokenCounter, config: ContextConfig, size: int) -> str:
-    """Cut a runaway summary to half the room between reserve and trigger."""
-    cap = max(128, int((config.trigger_ratio - config.reserve_ratio) * size) // 2)
-    if counter.count_text(text) <= cap:
-        return text
-    return head_within(counter, text, cap - 24) + "\n[summary cut to fit the window]"
+        intro = "\n\nThe summary of the history before them was:\n"
+        room = budget - counter.count_text(text + intro)
+        if room > 32:
+            if counter.count_text(previous) > room:
+                previous = head_within(counter, previous, room - 4) + _CUT
+            text += intro + previous
+    return text
 
 
 def summary_msg(text: str, ledger: ArtifactLedger, fields: Mapping[str, Any] | None) -> Msg:

@@ -109,9 +109,7 @@ class ToolResultTruncator:
         the model learns how to see the rest; the marker itself stays exact and last.
         """
         limit = self.limit if limit is None else limit
-        marker = truncation_marker(ref)
-        if is_readback(block):
-            marker = f"{READBACK_HINT}\n{marker}"
+        marker = self.marker(ref, readback=is_readback(block), limit=limit)
         text = self._cut_text(block.text(), limit, marker)
         output: str | list[ToolResultContent]
         if isinstance(block.output, str):
@@ -120,6 +118,19 @@ class ToolResultTruncator:
             data: list[ToolResultContent] = [b for b in block.output if isinstance(b, DataBlock)]
             output = [TextBlock(text=text), *data]
         return block.model_copy(update={"output": output})
+
+    def marker(self, ref: str | None, *, readback: bool, limit: int) -> str:
+        """The marker a result cut to ``limit`` ends with.
+
+        A reference so long that the marker would take more than half the limit is left
+        out (the truncation event still names it), so every limit the config accepts keeps
+        the marker and some content within it.
+        """
+        marker = truncation_marker(ref)
+        if ref is not None and self.counter.count_text(marker) > limit // 2:
+            marker = truncation_marker(None)
+        hinted = f"{READBACK_HINT}\n{marker}"
+        return hinted if readback and self.counter.count_text(hinted) <= limit // 2 else marker
 
     def _cut_text(self, text: str, limit: int, marker: str) -> str:
         count = self.counter.count_text
@@ -245,12 +256,14 @@ async def escalate(
     truncator: ToolResultTruncator,
     offload_result: Callable[[ToolResultBlock], Awaitable[str | None]],
     offload_context: Callable[[list[Msg]], Awaitable[str | None]],
+    keep_from: int | None = None,
 ) -> Escalation:
     """Bring ``fixed + summary + context`` to ``target`` tokens or below, if it can be done.
 
     Fixed order: first cut the largest tool results in the kept part (never below
     :data:`MIN_KEPT_RESULT`), then drop its oldest messages (pair-safe, offloaded, noted in
-    the summary). ``context`` is not modified; a new list is returned.
+    the summary), never from ``keep_from`` on (the newest turn). ``context`` is not
+    modified; a new list is returned.
     """
     context = list(context)
     count = counter.count_message
@@ -285,6 +298,8 @@ async def escalate(
         return result
     budget = target - fixed - summary_tokens - _NOTE_ROOM
     k = choose_split([count(m) for m in context], safe_boundaries(context), max(budget, 0))
+    if keep_from is not None:
+        k = min(k, keep_from)
     if k == 0:
         logger.warning(
             "context still over the trigger after compression (%d > %d tokens): the "

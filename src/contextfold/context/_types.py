@@ -95,8 +95,9 @@ class CompressionEvent(BaseModel):
 
     type: Literal["compression"] = "compression"
     trigger: CompressionTrigger
-    method: Literal["summary", "truncation"]
-    """``truncation`` when every summary attempt failed and the oldest messages were dropped."""
+    method: Literal["summary", "truncation", "masking"]
+    """``masking`` when old tool results were replaced by placeholders (no summary);
+    ``truncation`` when every summary attempt failed and the oldest messages were dropped."""
     tokens_before: int
     tokens_after: int
     messages_removed: int

@@ -32,12 +32,16 @@ from ._chatml import (
     tools_shown,
 )
 from ._markers import (
+    CACHE_POINT_KEY,
     MARKER_KEY,
+    MASKED_KEY,
     READBACK_KEY,
     RUNTIME_TAG,
+    SUMMARY_TOOL,
     Marker,
     is_readback,
     is_runtime_note,
+    is_summary_request,
     marker_of,
     runtime_note,
 )
@@ -49,6 +53,7 @@ from ._openai import (
     to_openai_tool_choice,
     to_openai_tools,
 )
+from ._requests import anthropic_request, openai_request
 from ._toolspec import ToolChoice, ToolSpec
 from ._validity import (
     Provider,
@@ -62,10 +67,13 @@ from ._validity import (
 )
 
 __all__ = [
+    "CACHE_POINT_KEY",
     "CHATML_FUNCTION_CALLING_TEMPLATE",
     "MARKER_KEY",
+    "MASKED_KEY",
     "READBACK_KEY",
     "RUNTIME_TAG",
+    "SUMMARY_TOOL",
     "Base64Source",
     "ContentBlock",
     "DataBlock",
@@ -85,6 +93,7 @@ __all__ = [
     "URLSource",
     "Usage",
     "ValidityProblem",
+    "anthropic_request",
     "assert_provider_valid",
     "chatml_call_arguments",
     "chatml_message",
@@ -103,9 +112,11 @@ __all__ = [
     "from_openai_messages",
     "is_readback",
     "is_runtime_note",
+    "is_summary_request",
     "marker_of",
     "msgs_from_jsonl",
     "msgs_to_jsonl",
+    "openai_request",
     "runtime_note",
     "to_anthropic_request",
     "to_anthropic_tool_choice",

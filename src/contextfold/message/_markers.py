@@ -12,18 +12,23 @@ the tag of the truncation marker in compress-context.zh, section 截断工具结
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 from ._blocks import ToolResultBlock
 from ._msg import Msg
 
 __all__ = [
+    "CACHE_POINT_KEY",
     "MARKER_KEY",
+    "MASKED_KEY",
     "READBACK_KEY",
     "RUNTIME_TAG",
+    "SUMMARY_TOOL",
     "Marker",
     "is_readback",
     "is_runtime_note",
+    "is_summary_request",
     "marker_of",
     "runtime_note",
 ]
@@ -36,6 +41,19 @@ READBACK_KEY = "contextfold_readback"
 
 Such a result already shows workspace content, so when it is over the limit it is cut
 without being offloaded again."""
+
+MASKED_KEY = "contextfold_masked"
+"""``ToolResultBlock.metadata`` key: the reference of the whole output, on a result the engine
+replaced by a one-line placeholder (observation masking)."""
+
+CACHE_POINT_KEY = "contextfold_cache_point"
+"""``Msg.metadata`` key: true on the last message a change left as it was (the one before
+the first masked result), where a prompt-cache breakpoint keeps the unchanged prefix
+readable."""
+
+SUMMARY_TOOL = "write_summary"
+"""Name of the structured output a summarizer model answers through (a forced tool call,
+or the JSON object as text when the request keeps the agent's tools on offer)."""
 
 RUNTIME_TAG = "system-reminder"
 """The tag around every runtime note the model reads."""
@@ -50,6 +68,8 @@ class Marker(StrEnum):
     """The summary layer: compressed history."""
     USAGE_HINT = "usage_hint"
     """The context-usage note: sent as the request's last message, never stored."""
+    SUMMARY_REQUEST = "summary_request"
+    """The instruction ending a summary request that extends the agent's own request."""
 
 
 def marker_of(msg: Msg) -> Marker | None:
@@ -64,6 +84,15 @@ def marker_of(msg: Msg) -> Marker | None:
 def is_readback(block: ToolResultBlock) -> bool:
     """Whether ``block`` is a result of a read-back tool (see :data:`READBACK_KEY`)."""
     return block.metadata.get(READBACK_KEY) is True
+
+
+def is_summary_request(messages: Sequence[Msg], tool_choice: str | None = None) -> bool:
+    """Whether a request asks for a summary: it forces :data:`SUMMARY_TOOL`, or it holds
+    the engine's :data:`Marker.SUMMARY_REQUEST` instruction (last, or before the notes of
+    earlier attempts), which no stored message ever carries."""
+    if tool_choice == SUMMARY_TOOL:
+        return True
+    return any(marker_of(m) is Marker.SUMMARY_REQUEST for m in reversed(messages))
 
 
 def runtime_note(text: str) -> str:

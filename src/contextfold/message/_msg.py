@@ -45,7 +45,8 @@ class Usage(BaseModel):
 
 
 class Msg(BaseModel):
-    """A message. ``Msg("user", "hello", "user")`` works positionally, as in context-management.zh's examples.
+    """A message. ``Msg("user", "hello", "user")`` works positionally, as in the examples of
+    context-management.zh.
 
     Treat a message as immutable once it is in an agent's context: token counts are
     cached per message, so changes go through ``model_copy(update=...)`` instead.

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from .._embedded import embedded_model_path
-from ._base import ChatModelBase
+from ._base import ChatModelBase, ModelCall, ModelCallListener
 from ._registry import model_from_string
 from ._response import (
     ChatResponse,
@@ -44,6 +44,8 @@ __all__ = [
     "ChatResponse",
     "KVCacheStats",
     "LocalChatModel",
+    "ModelCall",
+    "ModelCallListener",
     "ModelStreamEvent",
     "OpenAIChatModel",
     "ResponseCompleted",

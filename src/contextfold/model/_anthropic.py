@@ -16,10 +16,8 @@ from ..message import (
     ToolChoice,
     ToolSpec,
     Usage,
+    anthropic_request,
     from_anthropic_message,
-    to_anthropic_request,
-    to_anthropic_tool_choice,
-    to_anthropic_tools,
 )
 from ._response import (
     ChatResponse,
@@ -59,7 +57,16 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
 
     Usage is normalised so that ``input_tokens`` is the whole prompt: Anthropic's
     uncached input plus cache reads and cache writes.
+
+    Prompt caching is on: every request marks ``cache_control`` breakpoints at the end of
+    the system prompt, of the summary and of the last stored message (see
+    :func:`contextfold.message.anthropic_request`), so each step reads back what the last
+    one sent and writes only what it added. Set :attr:`prompt_caching` to ``False`` to
+    send none.
     """
+
+    prompt_caching: bool = True
+    """Whether requests carry ``cache_control`` breakpoints."""
 
     _sdk_module: ClassVar[ModuleType] = anthropic
     _client_class = anthropic.AsyncAnthropic
@@ -75,19 +82,15 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
     def _params(
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
     ) -> dict[str, Any]:
-        system, wire = to_anthropic_request(messages)
+        if tools and tool_choice is not None:
+            check_tool_choice(tool_choice, tools)
         params: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.max_tokens,
-            "messages": wire,
+            **anthropic_request(
+                messages, tools, tool_choice if tools else None, cache=self.prompt_caching
+            ),
         }
-        if system:
-            params["system"] = system
-        if tools:
-            params["tools"] = to_anthropic_tools(tools)
-            if tool_choice is not None:
-                check_tool_choice(tool_choice, tools)
-                params["tool_choice"] = to_anthropic_tool_choice(tool_choice)
         if self.temperature is not None:
             params["temperature"] = self.temperature
         params.update(self.extra_params)

@@ -6,7 +6,7 @@ import asyncio
 import json
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,12 +33,33 @@ from ._response import (
 if TYPE_CHECKING:
     from ..token import TokenCounter
 
-__all__ = ["DEFAULT_STRUCTURED_DESCRIPTION", "ChatModelBase", "StructuredAnswer"]
+__all__ = [
+    "DEFAULT_STRUCTURED_DESCRIPTION",
+    "ChatModelBase",
+    "ModelCall",
+    "ModelCallListener",
+    "StructuredAnswer",
+]
 
 _RETRYABLE = (RateLimitError, ServerError, ModelConnectionError)
 
 DEFAULT_STRUCTURED_DESCRIPTION = "Return the result as the arguments of this tool."
 """What the structured-output tool says when the caller gives no description."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One completed model call: what was sent and what came back."""
+
+    model: str
+    messages: Sequence[Msg]
+    tools: Sequence[ToolSpec]
+    tool_choice: ToolChoice | None
+    response: ChatResponse
+
+
+ModelCallListener = Callable[[ModelCall], None]
+"""Called after every completed call of a model (see :meth:`ChatModelBase.add_listener`)."""
 
 
 class ChatModelBase(ABC):
@@ -70,6 +91,7 @@ class ChatModelBase(ABC):
     ) -> None:
         if context_size <= 0:
             raise ValueError(f"context_size must be positive, got {context_size}")
+        self._listeners: list[ModelCallListener] = []
         self.model_name = model_name
         self.context_size = context_size
         self.max_retries = max_retries
@@ -128,7 +150,7 @@ class ChatModelBase(ABC):
                 continue
             if not response.content:
                 raise EmptyResponseError(f"{self.model_name} returned an empty response")
-            self._observe_usage(messages, tools, response)
+            self._completed(messages, tools, tool_choice, response)
             return response
 
     __call__ = generate
@@ -152,7 +174,7 @@ class ChatModelBase(ABC):
                 async for event in self._stream(messages, tools=tools, tool_choice=tool_choice):
                     started = True
                     if isinstance(event, ResponseCompleted):
-                        self._observe_usage(messages, tools, event.response)
+                        self._completed(messages, tools, tool_choice, event.response)
                     yield event
                 return
             except _RETRYABLE as exc:
@@ -161,13 +183,27 @@ class ChatModelBase(ABC):
                     raise
                 await self._backoff(attempt, exc)
 
-    def _observe_usage(
-        self, messages: Sequence[Msg], tools: Sequence[ToolSpec], response: ChatResponse
+    def add_listener(self, listener: ModelCallListener) -> Callable[[], None]:
+        """Call ``listener`` after every completed call (structured-output attempts
+        included); returns a function that removes it. For recording requests as sent."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _completed(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+        response: ChatResponse,
     ) -> None:
         # Counters without a tokenizer (CalibratedCounter) learn from reported usage.
         counter = self.token_counter
         if isinstance(counter, UsageCalibration) and response.usage is not None:
             counter.observe(messages, tools, response.usage)
+        if self._listeners:
+            call = ModelCall(self.model_name, list(messages), list(tools), tool_choice, response)
+            for listener in list(self._listeners):
+                listener(call)
 
     async def _backoff(self, attempt: int, exc: Exception) -> None:
         delay = self.retry_base_delay * (2 ** (attempt - 1)) * (0.5 + random.random())
@@ -207,11 +243,17 @@ class ChatModelBase(ABC):
         description: str = DEFAULT_STRUCTURED_DESCRIPTION,
         max_attempts: int = 3,
         retry_on: tuple[type[Exception], ...] = (),
+        offered: Sequence[ToolSpec] | None = None,
     ) -> StructuredOutput:
         """Output matching a JSON schema, and the attempts it took.
 
         Each attempt is one :meth:`_structured_attempt` (a forced call of a tool named
-        ``name`` whose parameters are ``schema``). An invalid answer is fed back to the
+        ``name`` whose parameters are ``schema``). With ``offered`` (the tools of the
+        conversation ``messages`` continue), each attempt is a
+        :meth:`_structured_text_attempt` instead: the same tools stay on offer and the
+        answer is the JSON object as text, so the request extends the conversation's own
+        and a provider's prompt cache still holds its prefix (the caller's last message
+        must ask for that JSON). An invalid answer is fed back to the
         model with its validation error and retried, up to ``max_attempts`` attempts in
         all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
         An exception of a type in ``retry_on`` (beyond the transient errors
@@ -225,7 +267,10 @@ class ChatModelBase(ABC):
         attempts = 0
         for attempts in range(1, max_attempts + 1):
             try:
-                answer = await self._structured_attempt(messages, feedback, tool)
+                if offered is None:
+                    answer = await self._structured_attempt(messages, feedback, tool)
+                else:
+                    answer = await self._structured_text_attempt(messages, feedback, tool, offered)
             except retry_on as exc:
                 if attempts == max_attempts:
                     raise
@@ -271,6 +316,26 @@ class ChatModelBase(ABC):
         if value is None:
             return StructuredAnswer(problem=f"the model did not call {tool.name!r}")
         return StructuredAnswer(value)
+
+    async def _structured_text_attempt(
+        self,
+        messages: Sequence[Msg],
+        feedback: Sequence[Msg],
+        tool: ToolSpec,
+        offered: Sequence[ToolSpec],
+    ) -> StructuredAnswer:
+        """One structured answer given as text, with the conversation's ``offered`` tools
+        on offer (not forced), so the request keeps the conversation's prefix."""
+        response = await self.generate([*messages, *feedback], tools=offered)
+        value = _json_object_in_text(response.text)
+        if value is not None:
+            return StructuredAnswer(value)
+        if response.tool_calls:
+            return StructuredAnswer(
+                problem=f"called {response.tool_calls[0].name!r} instead of answering with "
+                "the JSON object"
+            )
+        return StructuredAnswer(problem="the answer held no JSON object")
 
 
 @dataclass(frozen=True)

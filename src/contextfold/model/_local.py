@@ -459,8 +459,35 @@ class LocalChatModel(ChatModelBase):
             + "Reply with only a JSON object matching this JSON schema:\n"
             + json.dumps(tool.parameters, ensure_ascii=False)
         )
-        prompt = chatml_prompt([*messages, Msg("system", instruction, "system"), *feedback])
-        done = await asyncio.to_thread(self._locked_json, prompt, tool.parameters)
+        sent = [*messages, Msg("system", instruction, "system"), *feedback]
+        return await self._json_attempt(sent, (), tool.parameters)
+
+    async def _structured_text_attempt(
+        self,
+        messages: Sequence[Msg],
+        feedback: Sequence[Msg],
+        tool: ToolSpec,
+        offered: Sequence[ToolSpec],
+    ) -> StructuredAnswer:
+        """One answer decoded under the schema's grammar after the conversation as it was
+        sent (its tools listed first), so llama.cpp reuses the KV cache of its prompt."""
+        return await self._json_attempt([*messages, *feedback], offered, tool.parameters)
+
+    async def _json_attempt(
+        self, sent: list[Msg], tools: Sequence[ToolSpec], schema: dict[str, Any]
+    ) -> StructuredAnswer:
+        """``sent`` (with ``tools`` listed) answered under ``schema``'s grammar, reported
+        to the listeners like any call."""
+        prompt = chatml_prompt(sent, tools)
+        done = await asyncio.to_thread(self._locked_json, prompt, schema)
+        usage = Usage(
+            input_tokens=done.prompt_tokens,
+            output_tokens=done.completion_tokens,
+            cache_read_tokens=done.cached_tokens,
+        )
+        self._completed(
+            sent, tools, None, ChatResponse(content=[TextBlock(text=done.text)], usage=usage)
+        )
         shown = (Msg(self.model_name, done.text, "assistant"),)
         try:
             value = json.loads(done.text)

@@ -17,9 +17,7 @@ from ..message import (
     ToolSpec,
     Usage,
     from_openai_message,
-    to_openai_messages,
-    to_openai_tool_choice,
-    to_openai_tools,
+    openai_request,
 )
 from ._response import (
     ChatResponse,
@@ -112,18 +110,12 @@ class OpenAIChatModel(SDKChatModel[openai.AsyncOpenAI]):
     def _params(
         self, messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
     ) -> dict[str, Any]:
-        wire = to_openai_messages(messages)
-        if not self._official:
-            # Some compatible servers (llama-cpp-python) reject the ``content: null`` of
-            # an assistant turn that only calls tools.
-            wire = [m | {"content": ""} if m.get("content", "") is None else m for m in wire]
-        params: dict[str, Any] = {"model": self.model_name, "messages": wire}
         if tools:
-            params["tools"] = to_openai_tools(tools)
-            # "auto" is OpenAI's default with tools; sent explicitly because some
-            # compatible servers (llama-cpp-python) leave the tools out of the prompt
-            # without it, so the model could not call them and the count would be off.
-            params["tool_choice"] = self._tool_choice(tool_choice or "auto", tools)
+            tool_choice = self._tool_choice(tool_choice or "auto", tools)
+        # Some compatible servers (llama-cpp-python) reject the ``content: null`` of an
+        # assistant turn that only calls tools.
+        body = openai_request(messages, tools, tool_choice, null_content=self._official)
+        params: dict[str, Any] = {"model": self.model_name, **body}
         if self.max_tokens is not None:
             # OpenAI's reasoning models only accept the newer name; compatible servers
             # generally only know the older one.
@@ -134,13 +126,13 @@ class OpenAIChatModel(SDKChatModel[openai.AsyncOpenAI]):
         params.update(self.extra_params)
         return params
 
-    def _tool_choice(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:
+    def _tool_choice(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> ToolChoice:
         check_tool_choice(choice, tools)
         if choice == "required" and len(tools) == 1 and not self._official:
             # Compatible servers often lack "required" (llama-cpp-python answers HTTP 500);
             # with one tool, naming it forces the same call.
-            choice = tools[0].name
-        return to_openai_tool_choice(choice)
+            return tools[0].name
+        return choice
 
     def _hint(self, params: dict[str, Any]) -> str:
         """What to tell the user if a compatible server fails a request with this choice."""

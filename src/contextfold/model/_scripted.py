@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ..message import ContentBlock, Msg, TextBlock, ToolCallBlock, ToolChoice, ToolSpec, Usage
+from ..message import (
+    ContentBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+    is_summary_request,
+)
 from ._base import ChatModelBase
 from ._response import ChatResponse
 
@@ -20,8 +30,9 @@ ScriptedReply: TypeAlias = (
 """What a script step may be:
 
 * ``str``: a text answer;
-* ``dict``: the arguments of a call to the forced tool (``tool_choice`` names it), which is
-  how structured output such as a summary is scripted; without a forced tool, an error;
+* ``dict``: structured output, which is how a summary is scripted: the arguments of a
+  call to the forced tool when ``tool_choice`` names one, else the JSON object as text
+  (how a summary request that keeps the agent's own tools on offer is answered);
 * ``ChatResponse``, ``Msg`` or a list of blocks: returned as they are;
 * an exception instance: raised, to test error handling.
 """
@@ -40,6 +51,13 @@ class ScriptedRequest:
     def tool_names(self) -> list[str]:
         """Names of the tools offered."""
         return [t.name for t in self.tools]
+
+    @property
+    def is_summary(self) -> bool:
+        """Whether this is a summary request (a forced summary tool, or the agent's own
+        request ending with the engine's summary instruction)."""
+        choice = self.tool_choice if isinstance(self.tool_choice, str) else None
+        return is_summary_request(self.messages, choice)
 
 
 _ids = itertools.count(1)
@@ -158,9 +176,6 @@ class ScriptedModel(ChatModelBase):
             return ChatResponse(content=reply.blocks())
         if isinstance(reply, dict):
             if tool_choice in (None, "auto", "none", "required"):
-                raise TypeError(
-                    "ScriptedModel: a dict reply is the arguments of a forced tool call, "
-                    f"but the request forced no tool (tool_choice={tool_choice!r})"
-                )
+                return text_reply(json.dumps(reply, ensure_ascii=False))
             return tool_reply((str(tool_choice), reply))
         return ChatResponse(content=list(reply))

@@ -7,6 +7,9 @@ compressions, truncations, tokens saved and offloaded, and prefix stability (see
 (the ``report`` extra).
 """
 
+from ._cache import CacheKind
+from ._cost import CallCost, RunCost, load_prices
+from ._dump import DumpFormat, RequestDump, RunDump
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
 from ._report import write_report
 from ._runner import replay_run, replay_runs, tools_of
@@ -23,9 +26,15 @@ from ._trajectory import (
 
 __all__ = [
     "FORMATS",
+    "CacheKind",
+    "CallCost",
+    "DumpFormat",
     "LoadedRecordings",
     "ReplayResult",
     "ReplayTotals",
+    "RequestDump",
+    "RunCost",
+    "RunDump",
     "RunResult",
     "StepUsage",
     "Trajectory",
@@ -33,6 +42,7 @@ __all__ = [
     "load_any",
     "load_msg_jsonl",
     "load_openai_runs",
+    "load_prices",
     "load_recordings",
     "load_trajectory",
     "replay_run",

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, computed_field
 
+from ._cost import RunCost
+
 __all__ = ["ReplayResult", "ReplayTotals", "RunResult", "StepUsage"]
 
 
@@ -78,6 +80,8 @@ class RunResult(BaseModel):
     seconds: float = 0.0
     error: str | None = None
     """Why the replay stopped early, if it did (the steps before it are kept)."""
+    cost: RunCost | None = None
+    """What the run's calls cost under the chosen cache model (``--cache``)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -135,6 +139,8 @@ class ReplayTotals(BaseModel):
     prefix_stability: float | None
     raw_prefix_stability: float | None
     seconds: float
+    cost: RunCost | None = None
+    """Every run's calls together, when a cache model was chosen."""
 
     @classmethod
     def of(cls, runs: Sequence[RunResult]) -> ReplayTotals:
@@ -158,7 +164,19 @@ class ReplayTotals(BaseModel):
                 [s.raw_shared_prefix for s in later], [s.raw for s in later]
             ),
             seconds=sum(r.seconds for r in runs),
+            cost=_total_cost(runs),
         )
+
+
+def _total_cost(runs: Sequence[RunResult]) -> RunCost | None:
+    costs = [r.cost for r in runs if r.cost is not None]
+    if not costs:
+        return None
+    return RunCost(
+        cache=costs[0].cache,
+        calls=[c for cost in costs for c in cost.calls],
+        rates=costs[0].rates,
+    )
 
 
 class ReplayResult(BaseModel):

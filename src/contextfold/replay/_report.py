@@ -54,6 +54,8 @@ def write_report(result: ReplayResult, path: str | Path, *, title: str = "") -> 
         figures.append(_per_run_figure(go, make_subplots, runs, result.context_size))
         figures.append(_overlay_figure(go, runs, result.context_size))
         figures.append(_savings_figure(go, runs))
+        if any(r.cost is not None for r in runs):
+            figures.append(_cost_figure(go, runs))
     parts = [
         fig.to_html(
             full_html=False,
@@ -234,6 +236,79 @@ def _overlay_figure(go: Any, runs: list[RunResult], window: int) -> Any:
         template="plotly_white",
     )
     return fig
+
+
+_COST_PARTS = (
+    ("uncached input", "#d62728"),
+    ("cache writes", "#ff7f0e"),
+    ("cache reads", "#2ca02c"),
+    ("output", "#1f77b4"),
+)
+
+
+def _cost_figure(go: Any, runs: list[RunResult]) -> Any:
+    """Stacked cost per step (uncached input, cache writes, cache reads, output), summary
+    calls counted with the step they precede, compressions marked; a run per menu entry."""
+    shown = [r for r in runs if r.cost is not None][:MAX_SELECTABLE_RUNS]
+    fig = go.Figure()
+    per_run = len(_COST_PARTS) + 1
+    for k, run in enumerate(shown):
+        assert run.cost is not None
+        rates = _rates(run)
+        steps = sorted({c.step for c in run.cost.calls})
+        totals = {name: dict.fromkeys(steps, 0.0) for name, _ in _COST_PARTS}
+        for c in run.cost.calls:
+            parts = (c.uncached, c.write, c.read, c.output)
+            for (name, _), tokens, rate in zip(_COST_PARTS, parts, rates, strict=True):
+                totals[name][c.step] += tokens * rate / 1e6
+        for name, color in _COST_PARTS:
+            fig.add_trace(
+                go.Bar(
+                    x=steps,
+                    y=[totals[name][s] for s in steps],
+                    name=name,
+                    marker_color=color,
+                    visible=k == 0,
+                    legendgroup=name,
+                )
+            )
+        compressed = [s.step for s in run.steps if s.compressions]
+        step_cost = {s: sum(totals[n][s] for n, _ in _COST_PARTS) for s in steps}
+        fig.add_trace(
+            go.Scatter(
+                x=compressed,
+                y=[step_cost.get(s, 0.0) for s in compressed],
+                mode="markers",
+                name="compression",
+                marker={"color": _COLORS["compression"], "size": 11, "symbol": "triangle-down"},
+                visible=k == 0,
+            )
+        )
+    buttons = []
+    for k, run in enumerate(shown):
+        assert run.cost is not None
+        mask = [False] * (per_run * len(shown))
+        mask[k * per_run : (k + 1) * per_run] = [True] * per_run
+        label = f"{run.run_id} (${run.cost.dollars:.3f})"
+        buttons.append({"label": label, "method": "update", "args": [{"visible": mask}]})
+    cache = shown[0].cost.cache if shown and shown[0].cost is not None else "none"
+    fig.update_layout(
+        title=f"Cost per step under the {cache} cache model (summary calls with their step)",
+        barmode="stack",
+        updatemenus=[{"buttons": buttons, "x": 1.0, "xanchor": "right", "y": 1.15}],
+        xaxis_title="step",
+        yaxis_title="US dollars",
+        height=480,
+        template="plotly_white",
+    )
+    return fig
+
+
+def _rates(run: RunResult) -> tuple[float, float, float, float]:
+    """$/MTok of (uncached input, cache write, cache read, output) the run was priced at."""
+    assert run.cost is not None
+    r = run.cost.rates
+    return r["input"], r["cache_write"], r["cache_read"], r["output"]
 
 
 def _savings_figure(go: Any, runs: list[RunResult]) -> Any:

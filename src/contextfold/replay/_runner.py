@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._logging import logger
@@ -19,6 +19,9 @@ from ..context import (
 from ..message import DataBlock, Msg, ToolResultBlock, ToolSpec
 from ..token import TokenCounter, counter_for_model
 from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
+from ._cache import CacheKind
+from ._cost import CostLedger, load_prices
+from ._dump import ObservedSummarizer, RequestDump, SummaryCall
 from ._metrics import ReplayResult, RunResult, StepUsage
 from ._trajectory import Trajectory
 
@@ -70,6 +73,13 @@ def tools_of(run: Trajectory) -> list[ToolSpec]:
     return [ToolSpec(name=name) for name in names]
 
 
+def _output_tokens(msg: Msg, counter: TokenCounter) -> int:
+    """What the recorded answer cost in output: the provider's count when recorded."""
+    if msg.usage is not None and msg.usage.output_tokens:
+        return msg.usage.output_tokens
+    return counter.count_message(msg)
+
+
 def _shared_prefix(previous: Sequence[Msg], current: Sequence[Msg], counter: TokenCounter) -> int:
     shared = 0
     for old, new in zip(previous, current, strict=False):
@@ -89,6 +99,9 @@ async def replay_run(
     counter: TokenCounter | None = None,
     session_id: str | None = None,
     source: str = "",
+    dump: RequestDump | None = None,
+    cache: CacheKind | None = None,
+    prices: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RunResult:
     """Replay one recorded run as if its agent had been running with contextfold.
 
@@ -98,9 +111,35 @@ async def replay_run(
     defaults to :class:`ExtractiveSummarizer`; the workspace to a fresh
     :class:`MemoryWorkspace` (an initialized one may be shared between runs). An error
     stops the run and is kept in :attr:`RunResult.error` with the steps measured so far.
-    See :mod:`contextfold.replay._metrics` for what each metric means.
+    See :mod:`contextfold.replay._metrics` for what each metric means. With ``dump``,
+    every request (reasoning and summary calls) is written as it would be sent. With
+    ``cache`` (``anthropic``, ``openai`` or ``none``), every call is priced under that
+    provider's prompt-cache rules (``prices``: :func:`load_prices` by default) in
+    :attr:`RunResult.cost`.
     """
     counter = counter or counter_for_model("gpt-4o")
+    run_dump = dump.run(session_id or run.instance_id) if dump is not None else None
+    ledger = None
+    if cache is not None:
+        ledger = CostLedger(cache, prices if prices is not None else load_prices(), counter)
+    steps_seen = [0]
+
+    def on_summary(call: SummaryCall) -> None:
+        if run_dump is not None:
+            run_dump.summary(call)
+        if ledger is not None:
+            ledger.record(
+                "summary",
+                steps_seen[0],
+                call.messages,
+                call.tools,
+                tool_choice=call.tool_choice,
+                output_tokens=call.output_tokens,
+            )
+
+    summarizer = summarizer or ExtractiveSummarizer()
+    if run_dump is not None or ledger is not None:
+        summarizer = ObservedSummarizer(summarizer, on_summary, counter, context_size)
     if workspace is None:
         workspace = MemoryWorkspace()
         await workspace.initialize()
@@ -109,7 +148,7 @@ async def replay_run(
     engine = ContextEngine(
         counter=counter,
         context_size=context_size,
-        summarizer=summarizer or ExtractiveSummarizer(),
+        summarizer=summarizer,
         config=config or ContextConfig(),
         offloader=offloader,
         session_id=session_id or run.instance_id,
@@ -125,12 +164,34 @@ async def replay_run(
     previous: list[Msg] = []
     previous_raw = 0
     seen = 0
+    added = 0  # tokens of the messages stored since the last reasoning call
     try:
         for index, msg in enumerate(run.messages):
             if msg.role == "assistant":
+                steps_seen[0] = len(result.steps)
+                if run_dump is not None:
+                    run_dump.step = len(result.steps)
                 model_input = await engine.prepare(system, tools)
                 usage = model_input.usage
                 messages = model_input.messages()
+                if ledger is not None:
+                    ledger.record(
+                        "reasoning",
+                        len(result.steps),
+                        messages,
+                        model_input.tools,
+                        output_tokens=_output_tokens(msg, counter),
+                        new_tokens=usage.total if not result.steps else added,
+                    )
+                added = 0
+                if run_dump is not None:
+                    run_dump.write(
+                        "reasoning",
+                        messages,
+                        model_input.tools,
+                        tokens=usage.total,
+                        model_input=model_input,
+                    )
                 fixed = usage.system + usage.tools + usage.overhead
                 new_events = events[seen:]
                 seen = len(events)
@@ -155,17 +216,23 @@ async def replay_run(
                 )
                 previous, previous_raw = messages, fixed + raw_context
             if msg.tool_results:
-                await engine.add_tool_results(msg)
+                stored = await engine.add_tool_results(msg)
             else:
                 engine.append(msg)
+                stored = msg
+            added += counter.count_message(stored)
             raw_context += counter.count_message(msg)
     except Exception as exc:  # one broken run must not stop a batch; it is reported
         logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
         result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if run_dump is not None:
+            run_dump.close()
     compressions = [e for e in events if isinstance(e, CompressionEvent)]
     result.compressions = len(compressions)
     result.compression_fallbacks = sum(e.method == "truncation" for e in compressions)
     result.truncations = sum(isinstance(e, TruncationEvent) for e in events)
+    result.cost = ledger.cost if ledger is not None else None
     result.tokens_offloaded = offloader.tokens
     result.items_offloaded = offloader.items
     result.seconds = time.perf_counter() - started
@@ -182,6 +249,9 @@ async def replay_runs(
     workspace: BaseWorkspace | None = None,
     counter: TokenCounter | None = None,
     on_run: RunCallback | None = None,
+    dump: RequestDump | None = None,
+    cache: CacheKind | None = None,
+    prices: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ReplayResult:
     """Replay ``(run, source)`` pairs one after another; ``on_run`` sees each result.
 
@@ -205,6 +275,9 @@ async def replay_runs(
             counter=counter,
             session_id=session,
             source=source,
+            dump=dump,
+            cache=cache,
+            prices=prices,
         )
         results.append(result)
         if on_run is not None:

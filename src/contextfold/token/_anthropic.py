@@ -155,6 +155,14 @@ def _tools_key(tools: Sequence[ToolSpec]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+_MIN_GROWTH = 32
+"""Estimated growth (tokens) between two observations below which no ratio is learned: a
+few tokens of framing would make a noisy sample."""
+
+_SMOOTHING = 0.5
+"""Weight of a new ratio sample (the first one is taken as it is)."""
+
+
 @dataclass(frozen=True)
 class _Observation:
     length: int
@@ -170,26 +178,34 @@ class CalibratedCounter:
 
     After :meth:`observe` (the messages and tools of a request, and its reported usage),
     :meth:`calibrated_request` of a request that extends that one (same first and last
-    message of the observed prefix, same tools) is ``reported + estimate(added since)``;
-    any other request gets the plain estimate. The ``TokenCounter`` methods delegate to
-    the wrapped counter unchanged, so the running-total identity still holds; the
-    correction is separate (:meth:`correction`, O(1)), to add to a running total.
+    message of the observed prefix, same tools) is ``reported + ratio x estimate(added
+    since)``; any other request gets the plain estimate. ``ratio`` is learned from
+    consecutive observations that extend each other (reported growth over estimated
+    growth: the first sample as it is, then smoothed; 1 until two such observations, and
+    kept within [0.5, 2]): how the
+    provider's tokenizer counts what our estimator counts, on this conversation's content.
+    The ``TokenCounter`` methods delegate to the wrapped counter unchanged, so the
+    running-total identity still holds; the correction is separate (:meth:`correction`,
+    O(1) given the caller's estimate), to add to a running total.
 
-    Error bound: if the wrapped counter's error on a message is within ``[-u, +o]`` times
-    its true count, the calibrated count of an extended request is within
-    ``[-u * A, +o * A]`` of the truth, where ``A`` is the true token count of the messages
-    added since the observation: the observed prefix contributes no error. With
-    :class:`AnthropicEstimator` (which errs high, ``u = 0``) it never undercounts, and
-    overcounts by at most ``(factor - 1) * A`` plus the framing guesses of the added
-    messages. A prefix message edited in place under the same id (a truncated tool
+    Error bound: the observed prefix contributes no error; only the messages added since
+    the observation (true count ``A``) do, by the ratio's error on them. Without a learned
+    ratio (``learn_ratio=False``, or before two observations) and with an estimator that
+    errs within ``[-u, +o]`` times the true count, the error is within ``[-u * A, +o * A]``:
+    with :class:`AnthropicEstimator` (which errs high, ``u = 0``) it never undercounts.
+    A prefix message edited in place under the same id (a truncated tool
     result) keeps its observed, larger count: an overcount. The bound assumes the
     provider reports the whole prompt in ``Usage.input_tokens`` (our adapters do).
     """
 
-    def __init__(self, inner: TokenCounter) -> None:
+    def __init__(self, inner: TokenCounter, *, learn_ratio: bool = True) -> None:
         self.inner = inner
         self.name = inner.name
         self.exact = inner.exact
+        self.learn_ratio = learn_ratio
+        self.ratio = 1.0
+        """Provider tokens per estimated token of added content (see the class doc)."""
+        self._samples = 0
         self._last: _Observation | None = None
 
     def __repr__(self) -> str:
@@ -223,28 +239,57 @@ class CalibratedCounter:
             kept -= 1
         if reported <= 0 or not kept:
             return  # nothing reported (some servers send no usage): keep what we had
+        # The whole request as sent, trailing note included: the next request's correction
+        # then takes the note's tokens back out.
+        estimated = self.inner.count_request(messages, tools)
+        previous = self._last
+        if (
+            self.learn_ratio
+            and previous is not None
+            and self._extends(previous, messages[:kept], tools)
+            and estimated - previous.estimated >= _MIN_GROWTH
+        ):
+            sample = (reported - previous.reported) / (estimated - previous.estimated)
+            blended = (
+                sample if not self._samples else self.ratio + _SMOOTHING * (sample - self.ratio)
+            )
+            self.ratio = min(2.0, max(0.5, blended))
+            self._samples += 1
         self._last = _Observation(
             length=kept,
             first=_key(messages[0]),
             last=_key(messages[kept - 1]),
             tools=_tools_key(tools),
             reported=reported,
-            estimated=self.inner.count_request(messages, tools),
+            estimated=estimated,
         )
 
-    def correction(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
-        """What to add to ``count_request(messages, tools)``: 0 unless it extends the
-        last observed request, else ``reported - estimated`` of that request."""
+    @staticmethod
+    def _extends(obs: _Observation, messages: Sequence[Msg], tools: Sequence[ToolSpec]) -> bool:
+        return (
+            len(messages) >= obs.length
+            and _key(messages[0]) == obs.first
+            and _key(messages[obs.length - 1]) == obs.last
+            and _tools_key(tools) == obs.tools
+        )
+
+    def correction(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        estimate: int | None = None,
+    ) -> int:
+        """What to add to ``count_request(messages, tools)`` (``estimate``, when the caller
+        has it): 0 unless it extends the last observed request, else that request's
+        ``reported - estimated`` plus ``(ratio - 1)`` times the estimate of what was added."""
         obs = self._last
-        if (
-            obs is None
-            or len(messages) < obs.length
-            or _key(messages[0]) != obs.first
-            or _key(messages[obs.length - 1]) != obs.last
-            or _tools_key(tools) != obs.tools
-        ):
+        if obs is None or not self._extends(obs, messages, tools):
             return 0
-        return obs.reported - obs.estimated
+        if self.ratio == 1.0:
+            return obs.reported - obs.estimated
+        current = self.count_request(messages, tools) if estimate is None else estimate
+        return obs.reported - obs.estimated + round((self.ratio - 1) * (current - obs.estimated))
 
     def calibrated_request(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
         """Reported input tokens of the last observed request plus the estimate of what

@@ -77,6 +77,13 @@ class UsageCalibration(Protocol):
         """Learn from a request whose prompt the provider reported as ``usage``."""
         ...
 
-    def correction(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
-        """What to add to ``count_request(messages, tools)`` (0 when nothing is known)."""
+    def correction(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        estimate: int | None = None,
+    ) -> int:
+        """What to add to ``count_request(messages, tools)`` (0 when nothing is known);
+        ``estimate`` is that count when the caller has it, which spares a recount."""
         ...

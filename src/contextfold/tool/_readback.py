@@ -1,4 +1,5 @@
-"""Read-back tools: how the agent finds what was offloaded (``Read``, ``Grep``, ``Glob``).
+"""Read-back tools: how the agent finds what was offloaded (``Read``, ``Grep``, ``Glob``,
+and ``Search`` over readers that rank).
 
 They work over any :class:`~contextfold.workspace.WorkspaceReader`, accept exactly the
 references the offloader put in summaries and truncation markers (and the canonical
@@ -11,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import WorkspaceError
-from ..workspace import GrepMatch, ItemInfo, WorkspaceReader, glob_to_regex
+from ..workspace import (
+    GrepMatch,
+    ItemInfo,
+    SearchHit,
+    WorkspaceReader,
+    WorkspaceSearch,
+    glob_to_regex,
+    match_glob,
+)
 
 __all__ = ["readback_tools"]
 
@@ -26,12 +35,14 @@ def readback_tools(
     max_line_chars: int = _MAX_LINE,
     max_chars: int | None = None,
 ) -> list[Callable[..., Awaitable[str]]]:
-    """``Read``, ``Grep`` and ``Glob`` over ``reader``, as plain async functions.
+    """``Read``, ``Grep`` and ``Glob`` over ``reader`` (and ``Search`` when it is also a
+    :class:`~contextfold.workspace.WorkspaceSearch`), as plain async functions.
 
     With ``session_id`` the tools see only that session's items (and the data files it
     references); otherwise the whole workspace. Errors come back as text starting with
-    ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every search, so a
-    catastrophic pattern cannot hang the agent. With ``max_chars``, ``Read`` returns fewer
+    ``Error:`` so the model can correct itself. ``grep_timeout`` bounds every grep, glob
+    and search, which run off the event loop, so a catastrophic pattern neither hangs the agent
+    nor stalls the other sessions of the process. With ``max_chars``, ``Read`` returns fewer
     lines than asked when they would exceed it (at least one line), and says which offset
     to continue from; the agent sets it from ``tool_result_limit`` so reads usually fit.
     """
@@ -137,16 +148,59 @@ def readback_tools(
             pattern: Glob over item paths; ``**`` spans directories, a pattern without
                 ``/`` matches file names (``*.txt``).
         """
-        matcher = glob_to_regex(pattern)
         try:
-            items = [i for i in await visible() if matcher.fullmatch(i.path)]
-        except WorkspaceError as exc:
+            matcher = glob_to_regex(pattern)
+            items = await visible()
+            keep = await match_glob(matcher, [i.path for i in items], time_limit=grep_timeout)
+        except (WorkspaceError, ValueError, TimeoutError) as exc:
             return f"Error: {exc}"
+        items = [i for i, k in zip(items, keep, strict=True) if k]
         if not items:
             return f"No offloaded items match {pattern!r}."
         return "\n".join(f"{i.ref}\t{i.kind}\t{i.size} bytes" for i in items)
 
-    return [Read, Grep, Glob]
+    async def Search(query: str, limit: int = 5, session: str | None = None) -> str:
+        """Rank offloaded messages and tool results by a few words you remember.
+
+        For when you recall roughly what you saw, not its exact text; names and paths
+        also match by their parts. Each hit shows the Read call that opens it.
+
+        Args:
+            query: A few distinctive words, names or paths.
+            limit: Maximum number of hits.
+            session: Only this session's items.
+        """
+        if not isinstance(reader, WorkspaceSearch):
+            return "Error: this workspace has no search index; use Grep"
+        if session is not None and session_id is not None and session != session_id:
+            return f"Error: session {session!r} is not this session; omit it"
+        try:
+            hits = await reader.search(
+                query,
+                session_id=session_id if session_id is not None else session,
+                limit=max(1, min(limit, 50)),
+                time_limit=grep_timeout,
+            )
+        except (WorkspaceError, ValueError, TimeoutError) as exc:
+            return f"Error: {exc}"
+        if not hits:
+            return f"No offloaded items match {query!r}; try other words, or Grep."
+        return "\n".join(_format_hit(i, hit, clip) for i, hit in enumerate(hits, 1))
+
+    tools: list[Callable[..., Awaitable[str]]] = [Read, Grep, Glob]
+    if isinstance(reader, WorkspaceSearch):
+        tools.append(Search)
+    return tools
+
+
+def _format_hit(rank: int, hit: SearchHit, clip: Callable[[str], str]) -> str:
+    where = f"{hit.ref} (line {hit.offset + 1})" if hit.kind == "context" else hit.ref
+    read = (
+        f"Read(path={hit.ref!r}, offset={hit.offset}, limit=1)"
+        if hit.kind == "context"
+        else f"Read(path={hit.ref!r})"
+    )
+    return f"{rank}. {where} score {hit.score:g}\n   {clip(hit.snippet)}\n   {read}"
 
 
 def _format_matches(matches: list[GrepMatch], clip: Callable[[str], str]) -> str:

@@ -26,7 +26,7 @@ from ..message import (
     ToolResultContent,
     URLSource,
 )
-from ._grep import Searcher
+from ._grep import Searcher, match_glob, off_loop
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -324,20 +324,24 @@ class BaseWorkspace(ABC):
         """Lines of text items matching the regex ``pattern``, in path order.
 
         Raises ``ValueError`` for an invalid pattern and ``TimeoutError`` when matching
-        takes longer than ``time_limit`` seconds in total.
+        takes longer than ``time_limit`` seconds in total. Matching runs off the event
+        loop and stops at the limit (see ``contextfold.workspace._grep``).
         """
         searcher = Searcher(pattern, timeout=time_limit, max_results=max_results, context=context)
-        matcher = glob_to_regex(glob) if glob else None
-        for info in await self.list_items(session_id):
+        items = [i for i in await self.list_items(session_id) if i.kind != "data"]
+        if glob:
+            keep = await match_glob(
+                glob_to_regex(glob), [i.path for i in items], time_limit=searcher.deadline.left()
+            )
+            items = [i for i, k in zip(items, keep, strict=True) if k]
+        for info in items:
             if searcher.remaining <= 0:
                 break
-            if info.kind == "data" or (matcher and not matcher.fullmatch(info.path)):
-                continue
             try:
                 lines = await self.read_lines(info.ref)
             except WorkspaceError:
                 continue  # purged meanwhile
-            searcher.search(info.ref, lines)
+            await off_loop(searcher.search, info.ref, lines)
         return searcher.matches
 
     async def purge(self, session_id: str) -> None:

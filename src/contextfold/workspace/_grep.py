@@ -1,23 +1,126 @@
-"""Regex search over stored text with a deadline, so hostile patterns cannot hang.
+"""Regex and glob matching over stored text with a deadline, off the event loop.
 
-Compiling is bounded too: ``regex`` expands counted repeats when it compiles, so
-``a{99999999}`` would allocate gigabytes before any deadline applies. A pattern is refused
-first when it is longer than ``MAX_PATTERN_LENGTH`` or when its repeats expand to more than
-``MAX_REPEAT_EXPANSION`` items (see ``check_pattern_size``).
+A process runs many sessions on one event loop, so a hostile pattern must neither hang
+nor stall the others. Matching therefore
+
+- runs in a small thread pool of its own (:func:`off_loop`), never on the loop and never
+  in the default executor, whose threads the workspaces' file and database calls need;
+- stops at its deadline inside the matcher: the ``regex`` engine checks the time while it
+  backtracks (``timeout=``), so the thread really stops (a thread cannot be killed);
+- is bounded before it starts: ``regex`` expands counted repeats when it compiles, so
+  ``a{99999999}`` would allocate gigabytes before any deadline applies. A pattern is
+  refused when it is longer than ``MAX_PATTERN_LENGTH`` or when its repeats expand to more
+  than ``MAX_REPEAT_EXPANSION`` items (see ``check_pattern_size``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import importlib
+import os
+import sys
+import threading
 import time
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import regex
 
 from ._types import GrepMatch
 
-__all__ = ["MAX_PATTERN_LENGTH", "MAX_REPEAT_EXPANSION", "Searcher", "check_pattern_size"]
+__all__ = [
+    "MATCH_THREADS",
+    "MAX_PATTERN_LENGTH",
+    "MAX_REPEAT_EXPANSION",
+    "Deadline",
+    "Searcher",
+    "check_pattern_size",
+    "match_glob",
+    "off_loop",
+]
+
+_T = TypeVar("_T")
+
+MATCH_THREADS = 2
+"""Threads that run regex, glob and search work for the whole process; more hostile calls
+than this wait for a thread (their deadline runs meanwhile), ordinary storage never does."""
+
+GREP_TIMEOUT = (
+    "the pattern did not finish within {seconds}s; "
+    "use a simpler regular expression or a narrower glob"
+)
+GLOB_TIMEOUT = "the glob pattern did not finish within {seconds}s; use fewer '*' and '**' wildcards"
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _background() -> None:
+    """Matching threads yield the CPU to the event loop: on Linux a thread has a nice
+    value of its own, so a hostile pattern burns only what the loop leaves."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                MATCH_THREADS, thread_name_prefix="contextfold-match", initializer=_background
+            )
+        return _executor
+
+
+async def off_loop(fn: Callable[..., _T], *args: Any) -> _T:
+    """Run ``fn(*args)`` in the matching threads. Cancelling the caller does not stop the
+    thread: the work stops at its own deadline."""
+    return await asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(fn, *args))
+
+
+class Deadline:
+    """A point in time shared by the steps of one call; ``left()`` raises past it."""
+
+    def __init__(self, seconds: float, advice: str) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic() + seconds
+        self._advice = advice
+
+    def left(self) -> float:
+        """Seconds left; ``TimeoutError`` when there are none."""
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise self.expired()
+        return left
+
+    def expired(self) -> TimeoutError:
+        return TimeoutError(f"{self._advice.format(seconds=f'{self.seconds:g}')}")
+
+
+def _match_paths(
+    matcher: regex.Pattern[str], paths: Sequence[str], deadline: Deadline
+) -> list[bool]:
+    out: list[bool] = []
+    for path in paths:
+        try:
+            out.append(matcher.fullmatch(path, timeout=deadline.left()) is not None)
+        except TimeoutError:
+            raise deadline.expired() from None
+    return out
+
+
+async def match_glob(
+    matcher: regex.Pattern[str], paths: Sequence[str], *, time_limit: float
+) -> list[bool]:
+    """Whether each path fully matches a compiled glob (``glob_to_regex``), matched off
+    the event loop; ``TimeoutError`` past ``time_limit`` seconds in all."""
+    return await off_loop(_match_paths, matcher, list(paths), Deadline(time_limit, GLOB_TIMEOUT))
+
 
 MAX_PATTERN_LENGTH = 1_000
 """Longest pattern, in characters, that ``grep`` compiles."""
@@ -167,7 +270,8 @@ class Searcher:
     """One grep run: a compiled pattern, a shared deadline and a result budget.
 
     The ``regex`` engine checks the deadline while matching, so a catastrophic pattern
-    (``(a|aa)+$``) raises ``TimeoutError`` instead of spinning.
+    (``(a|aa)+$``) raises ``TimeoutError`` instead of spinning. :meth:`search` is
+    synchronous: call it through :func:`off_loop`.
     """
 
     def __init__(self, pattern: str, *, timeout: float, max_results: int, context: int) -> None:
@@ -182,8 +286,7 @@ class Searcher:
                 f"the regular expression {pattern[:80]!r} nests groups too deeply; "
                 "use fewer nested parentheses"
             ) from exc
-        self._deadline = time.monotonic() + timeout
-        self._timeout = timeout
+        self.deadline = Deadline(timeout, GREP_TIMEOUT)
         self._context = max(0, context)
         self.remaining = max(0, max_results)
         self.matches: list[GrepMatch] = []
@@ -194,13 +297,10 @@ class Searcher:
         for i, line in enumerate(lines):
             if self.remaining <= 0:
                 return
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                self._expired()
             try:
-                found = self._pattern.search(line, timeout=left)
+                found = self._pattern.search(line, timeout=self.deadline.left())
             except TimeoutError:
-                self._expired()
+                raise self.deadline.expired() from None
             if found is None:
                 continue
             self.matches.append(
@@ -213,9 +313,3 @@ class Searcher:
                 )
             )
             self.remaining -= 1
-
-    def _expired(self) -> NoReturn:
-        raise TimeoutError(
-            f"the pattern did not finish within {self._timeout:g}s; "
-            "use a simpler regular expression or a narrower glob"
-        )

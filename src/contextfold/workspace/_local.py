@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import errno
 import fcntl
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +17,10 @@ from pathlib import Path
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
-from ._base import BaseWorkspace
+from ._grep import Deadline, off_loop
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+from ._search import RawHit, SearchableWorkspace
+from ._side_index import INDEX_FILE, SideIndex
 
 __all__ = ["LocalWorkspace"]
 
@@ -29,15 +32,19 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REFS = "data.refs"
 _STATE = "state.json"
 _ID_FILE = ".session_id"
+_FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
+_DIR_MODE = 0o700
 
 
-class LocalWorkspace(BaseWorkspace):
-    """Offloaded content under ``workdir``, in the layout of context-management.zh, section 使用 LocalWorkspace::
+class LocalWorkspace(SearchableWorkspace):
+    """Offloaded content under ``workdir``, in the layout of context-management.zh, section
+    使用 LocalWorkspace::
 
         {workdir}/sessions/{session}/context.jsonl          offloaded messages, appended
         {workdir}/sessions/{session}/tool_result-{id}.txt   one whole tool result each
         {workdir}/data/{sha256}.{ext}                       images and audio, deduplicated
         {workdir}/skills/                                   the agent's skill directory
+        {workdir}/search.sqlite3                            the search index (FTS5)
 
     ``{session}`` and ``{id}`` are encoded ids (see ``contextfold.workspace._names``), so no
     id can name a path outside ``workdir``; every path is opened component by component
@@ -56,12 +63,21 @@ class LocalWorkspace(BaseWorkspace):
       or ``os.replace`` (data: a final name always holds complete content).
     - ``fsync=True`` (default) flushes each write to disk before the call returns, so an
       acknowledged offload survives power loss; ``fsync=False`` survives process crashes only.
+
+    Search runs on a SQLite FTS5 index beside the files (see ``_side_index``): written
+    after each file write, it may lag a crash but never claims a missing item, and the
+    next append or ``initialize()`` indexes what it missed.
+
+    Private by default: every file the workspace creates is ``0600`` and every directory
+    ``0700`` (set with ``fchmod``, so the umask does not matter), since tool output often
+    holds tokens, keys and customer data. A ``workdir`` that already exists keeps its mode.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self._given = os.path.abspath(workdir)
         self._root = ""
         self._fsync = fsync
+        self._index: SideIndex | None = None
 
     @property
     def workdir(self) -> Path:
@@ -79,10 +95,23 @@ class LocalWorkspace(BaseWorkspace):
         self._initialized = True
 
     def _init_sync(self) -> None:
-        os.makedirs(self._given, exist_ok=True)
+        if not os.path.isdir(self._given):
+            os.makedirs(self._given, _DIR_MODE, exist_ok=True)
+            os.chmod(self._given, _DIR_MODE)  # makedirs' mode is filtered by the umask
         self._root = os.path.realpath(self._given)
         for sub in ("sessions", "data", "skills"):
             os.close(self._open_dir(sub, create=True))
+        if self._index is None:
+            self._index = SideIndex(os.path.join(self._root, INDEX_FILE))
+            self._index.open()
+        self._catch_up()
+
+    async def close(self) -> None:
+        """Close the search index."""
+        index, self._index = self._index, None
+        self._initialized = False
+        if index is not None:
+            await asyncio.to_thread(index.close)
 
     # -- path handling ---------------------------------------------------------------------
 
@@ -102,9 +131,7 @@ class LocalWorkspace(BaseWorkspace):
         fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
+                created = create and _mkdir(part, fd)
                 try:
                     nfd = os.open(part, _DIR, dir_fd=fd)
                 except OSError as exc:
@@ -112,6 +139,8 @@ class LocalWorkspace(BaseWorkspace):
                     raise
                 os.close(fd)
                 fd = nfd
+                if created:
+                    _make_private(fd, _DIR_MODE)
             return fd
         except BaseException:
             os.close(fd)
@@ -119,14 +148,8 @@ class LocalWorkspace(BaseWorkspace):
 
     def _session_dir(self, skey: str, session_id: str, *, create: bool) -> int:
         sfd = self._open_dir("sessions")
-        created = False
         try:
-            if create:
-                try:
-                    os.mkdir(skey, 0o755, dir_fd=sfd)
-                    created = True
-                except FileExistsError:
-                    pass
+            created = create and _mkdir(skey, sfd)
             try:
                 dfd = os.open(skey, _DIR, dir_fd=sfd)
             except OSError as exc:
@@ -134,19 +157,23 @@ class LocalWorkspace(BaseWorkspace):
                 raise
         finally:
             os.close(sfd)
+        if created:
+            _make_private(dfd, _DIR_MODE)
         if created and is_capped(skey):  # the id cannot be decoded from a capped name
             _write_new(dfd, _ID_FILE, session_id.encode("utf-8", "surrogatepass"), fsync=False)
         return dfd
 
     def _open_file(self, dir_fd: int, name: str, flags: int, where: str) -> int:
         try:
-            fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+            fd = os.open(name, flags, _FILE_MODE, dir_fd=dir_fd)
         except OSError as exc:
             _raise_unsafe(exc, where)
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise UnsafePathError(f"{where} is not a regular file; refusing to use it")
+        if flags & os.O_CREAT:
+            _make_private(fd, _FILE_MODE)
         return fd
 
     # -- writing ---------------------------------------------------------------------------
@@ -163,9 +190,12 @@ class LocalWorkspace(BaseWorkspace):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             _repair_tail(fd, f"sessions/{skey}/{name}")
+            size = os.fstat(fd).st_size
             _write_all(fd, payload)
             if self._fsync:
                 os.fsync(fd)
+            if name == CONTEXT_FILE and self._index is not None:
+                self._index.log_appended(skey, fd, size, payload)  # after the write
         finally:
             os.close(fd)  # releases the lock
 
@@ -189,6 +219,8 @@ class LocalWorkspace(BaseWorkspace):
                 os.unlink(tmp, dir_fd=dfd)
             if self._fsync:
                 os.fsync(dfd)
+            if self._index is not None:
+                self._index.tool_stored(skey, name, body)  # after the file is published
             return name
         finally:
             os.close(dfd)
@@ -305,7 +337,7 @@ class LocalWorkspace(BaseWorkspace):
             except FileNotFoundError:
                 continue
             try:
-                entries = [(e.name, e.stat(follow_symlinks=False)) for e in os.scandir(dfd)]
+                entries = _stat_entries(dfd)
                 refs = self._read_in(("sessions", key), _REFS) if skey is not None else None
             finally:
                 os.close(dfd)
@@ -350,6 +382,8 @@ class LocalWorkspace(BaseWorkspace):
                 return
             if not stat.S_ISDIR(st.st_mode):
                 raise UnsafePathError(f"sessions/{skey} is not a directory; refusing to purge")
+            if self._index is not None:
+                self._index.drop_session(skey)  # before the files go
             doomed = f".purge-{uuid.uuid4().hex}"
             os.rename(skey, doomed, src_dir_fd=sfd, dst_dir_fd=sfd)
             refs = self._read_in(("sessions", doomed), _REFS) or b""
@@ -390,6 +424,93 @@ class LocalWorkspace(BaseWorkspace):
         finally:
             os.close(ddfd)
 
+    # -- search ----------------------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Index what the files hold and the index lacks (a crash between the two)."""
+        index = self._index
+        if index is None:
+            return
+        indexed = index.indexed()
+        present = set()
+        for skey, name, size in self._item_sizes():
+            present.add((skey, name))
+            if indexed.get((skey, name)) == size:
+                continue
+            if name == CONTEXT_FILE:
+                self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, b"")
+            else:
+                body = self._read_in(("sessions", skey), name)
+                if body is not None:
+                    index.tool_stored(skey, name, body)
+        for skey in {k for k, n in indexed if (k, n) not in present}:
+            if not any(k == skey for k, _ in present):
+                index.drop_session(skey)  # removed behind the workspace's back
+
+    def _item_sizes(self) -> list[tuple[str, str, int]]:
+        return [
+            (item.session_key, item.name, size)
+            for item, size, _ in self._items_sync(None)
+            if item.session_key is not None
+        ]
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        self._require_init()
+        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+
+    def _search_sync(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        assert self._index is not None
+        try:
+            hits = self._index.query(terms, skey, limit, time.monotonic() + deadline.left())
+        except TimeoutError:
+            raise deadline.expired() from None
+        kept = []
+        for hit in hits:  # never claim an item that is gone (removed behind our back)
+            try:
+                dfd = self._open_dir("sessions", hit.skey)
+            except (FileNotFoundError, UnsafePathError):
+                continue
+            try:
+                st = os.stat(hit.name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            finally:
+                os.close(dfd)
+            if stat.S_ISREG(st.st_mode):
+                kept.append(dataclasses.replace(hit, session_id=self._session_id(hit.skey)))
+        return kept
+
+
+def _stat_entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:
+    """Names and stats in a directory; a temporary removed meanwhile is skipped."""
+    out = []
+    for entry in os.scandir(dir_fd):
+        try:
+            out.append((entry.name, entry.stat(follow_symlinks=False)))
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def _mkdir(name: str, dir_fd: int) -> bool:
+    """Create directory ``name``; whether this call created it."""
+    try:
+        os.mkdir(name, _DIR_MODE, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _make_private(fd: int, mode: int) -> None:
+    """Set ``mode`` exactly (the umask only ever removes bits from what ``open`` asked)."""
+    st = os.fstat(fd)
+    if stat.S_IMODE(st.st_mode) != mode and st.st_uid == os.geteuid():
+        os.fchmod(fd, mode)
+
 
 def _raise_unsafe(exc: OSError, where: str) -> None:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
@@ -405,8 +526,9 @@ def _write_all(fd: int, payload: bytes) -> None:
 
 
 def _write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
-    fd = os.open(name, _NEW, 0o644, dir_fd=dir_fd)
+    fd = os.open(name, _NEW, _FILE_MODE, dir_fd=dir_fd)
     try:
+        _make_private(fd, _FILE_MODE)
         _write_all(fd, payload)
         if fsync:
             os.fsync(fd)
@@ -435,9 +557,10 @@ def _repair_tail(fd: int, where: str) -> None:
 @contextmanager
 def _flocked(dir_fd: int, op: int) -> Iterator[None]:
     fd = os.open(
-        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd
     )
     try:
+        _make_private(fd, _FILE_MODE)
         fcntl.flock(fd, op)
         yield
     finally:

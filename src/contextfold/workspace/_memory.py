@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
+from collections.abc import Callable
 
-from ._base import BaseWorkspace
+from . import _fts
+from ._grep import Deadline, off_loop
 from ._names import CONTEXT_FILE, ItemPath, tool_file
+from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 __all__ = ["MemoryWorkspace"]
 
 
-class MemoryWorkspace(BaseWorkspace):
+class MemoryWorkspace(SearchableWorkspace):
     """Keeps everything in dictionaries; lost when the process exits.
 
     Same references and behaviour as the other backends (relative references such as
     ``sessions/s1/context.jsonl``); safe to share between tasks and threads. Ready when
-    built (:meth:`initialize` is a no-op kept for the protocol).
+    built (:meth:`initialize` is a no-op kept for the protocol). Search runs on an
+    in-memory SQLite FTS5 index: each write queues its index change and applies the queue
+    unless a search is running, which then applies it, so a long search never holds up a
+    write.
     """
 
     def __init__(self) -> None:
@@ -27,6 +35,10 @@ class MemoryWorkspace(BaseWorkspace):
         self._data: dict[str, bytes] = {}
         self._refs: dict[str, set[str]] = {}
         self._states: dict[str, bytes] = {}
+        self._lines: dict[str, int] = {}
+        self._pending: list[Callable[[sqlite3.Connection], None]] = []
+        self._index_lock = threading.Lock()
+        self._index: sqlite3.Connection | None = None
 
     async def initialize(self) -> None:
         """Nothing to create."""
@@ -35,6 +47,10 @@ class MemoryWorkspace(BaseWorkspace):
         with self._lock:
             self._ids.setdefault(skey, session_id)
             self._context.setdefault(skey, bytearray()).extend(payload)
+            docs = context_docs(payload, self._lines.get(skey, 0))
+            lines = self._lines[skey] = self._lines.get(skey, 0) + len(docs)
+            self._pending.append(lambda c: _indexed(c, skey, CONTEXT_FILE, docs, lines))
+        self._try_index()
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         with self._lock:
@@ -44,7 +60,10 @@ class MemoryWorkspace(BaseWorkspace):
             while name in tools:
                 name = tool_file(tkey, unique=True)
             tools[name] = bytes(body)
-            return name
+            doc = tool_doc(body)
+            self._pending.append(lambda c: _indexed(c, skey, name, [doc], 1))
+        self._try_index()
+        return name
 
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
         with self._lock:
@@ -85,11 +104,13 @@ class MemoryWorkspace(BaseWorkspace):
 
     async def _purge(self, skey: str) -> None:
         with self._lock:
-            for table in (self._ids, self._context, self._tools, self._states):
+            for table in (self._ids, self._context, self._tools, self._states, self._lines):
                 table.pop(skey, None)
+            self._pending.append(lambda c: _fts.drop_session(c, skey))
             for name in self._refs.pop(skey, set()):
                 if not any(name in refs for refs in self._refs.values()):
                     self._data.pop(name, None)
+        self._try_index()
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
         with self._lock:
@@ -99,3 +120,51 @@ class MemoryWorkspace(BaseWorkspace):
     async def _load_state(self, skey: str) -> bytes | None:
         with self._lock:
             return self._states.get(skey)
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+
+    def _search_sync(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        with self._index_lock:
+            index = self._apply_pending()
+            try:
+                return _fts.fts_query(index, terms, skey, limit, time.monotonic() + deadline.left())
+            except TimeoutError:
+                raise deadline.expired() from None
+
+    def _apply_pending(self) -> sqlite3.Connection:
+        """Bring the index up to date; the caller holds ``_index_lock``."""
+        if self._index is None:
+            self._index = sqlite3.connect(":memory:", check_same_thread=False)
+            self._index.executescript(_fts.FTS_SCHEMA)
+        with self._lock:
+            pending, self._pending = self._pending, []
+        with self._index:
+            for change in pending:
+                change(self._index)
+        return self._index
+
+    def _try_index(self) -> None:
+        """Apply the queued index changes (each write queues its own under ``_lock``, so
+        they follow the content's order) unless a search is running: that search applies
+        them, so a write never waits for a search."""
+        if self._index_lock.acquire(blocking=False):
+            try:
+                self._apply_pending()
+            finally:
+                self._index_lock.release()
+
+    def _session_of(self, skey: str) -> str | None:
+        with self._lock:
+            return self._ids.get(skey)
+
+
+def _indexed(c: sqlite3.Connection, skey: str, name: str, docs: list[Doc], lines: int) -> None:
+    _fts.add_docs(c, skey, name, docs)
+    _fts.set_source(c, skey, name, 0, lines)

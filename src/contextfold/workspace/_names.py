@@ -4,9 +4,13 @@ Session ids and tool-call ids come from users, models and providers, so they are
 joined into paths as they are. Each id is *encoded* (never rejected, except the empty
 string) into one path segment:
 
-- the characters ``A-Z a-z 0-9 _ - .`` pass through, except a leading ``.``;
+- the characters ``a-z 0-9 _ - .`` pass through, except a leading ``.``;
 - every other character is percent-encoded as the ``%XX`` bytes of its UTF-8 form (so
-  ``/``, ``..``, NUL, ``%`` and non-ASCII text can never form a separator or a dot-dir);
+  ``/``, ``..``, NUL, ``%`` and non-ASCII text can never form a separator or a dot-dir).
+  Upper-case letters are encoded too (``Run-A`` is ``%52un-%41``): a name then holds
+  upper case only in its ``%XX`` escapes, which are always upper case, so two ids that
+  differ only in case never get names that do, and they stay apart on case-insensitive
+  filesystems (the macOS and Windows defaults);
 - an encoded name longer than 120 characters keeps its first 100 and gets ``~`` plus 16 hex
   digits of the SHA-256 of the id (``~`` never survives encoding, so this cannot collide
   with an encoded name).
@@ -32,7 +36,10 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
+import regex
+
 from .._exceptions import UnsafePathError
+from ._grep import MAX_PATTERN_LENGTH
 
 __all__ = [
     "CONTEXT_FILE",
@@ -50,7 +57,7 @@ __all__ = [
 CONTEXT_FILE = "context.jsonl"
 _MAX_KEY = 120
 _KEEP = 100
-_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 _KEY_RE = re.compile(r"[A-Za-z0-9_%\-][A-Za-z0-9_%.\-]{0,119}(?:~[0-9a-f]{1,16}){0,2}")
 _TOOL_RE = re.compile(r"tool_result-(.+)\.txt")
 _DATA_RE = re.compile(r"[0-9a-f]{64}\.[a-z0-9]{1,10}")
@@ -154,11 +161,19 @@ def media_type_of(name: str) -> str:
     return mimetypes.guess_type(f"x.{ext}")[0] or "application/octet-stream"
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
+def glob_to_regex(pattern: str) -> regex.Pattern[str]:
     """Compile a glob over references: ``**`` spans ``/``, ``*`` and ``?`` do not.
 
     A pattern without ``/`` matches the last path segment (``*.txt``), as in gitignore.
+    Wildcards backtrack, so ``"**a" * 20 + "**Z"`` is exponential in the name: match with
+    a ``timeout=`` (the ``regex`` engine stops there), as the workspaces and tools do.
+    Raises ``ValueError`` for a pattern over ``MAX_PATTERN_LENGTH`` characters.
     """
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(
+            f"the glob pattern is {len(pattern):,} characters long, over the limit of "
+            f"{MAX_PATTERN_LENGTH:,}"
+        )
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -187,4 +202,7 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(c))
         i += 1
     prefix = "" if "/" in pattern else "(?:.*/)?"
-    return re.compile(prefix + "".join(out), re.DOTALL)
+    try:
+        return regex.compile(prefix + "".join(out), regex.DOTALL, cache_pattern=False)
+    except regex.error as exc:  # a character class such as [z-a]
+        raise ValueError(f"invalid glob pattern {pattern!r}: {exc}") from exc

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from ..message import DataBlock, Msg, ToolResultBlock
-from ._types import GrepMatch, ItemInfo
+from ._types import GrepMatch, ItemInfo, SearchHit
 
-__all__ = ["DataOffloader", "Offloader", "SessionStore", "WorkspaceReader"]
+__all__ = ["DataOffloader", "Offloader", "SessionStore", "WorkspaceReader", "WorkspaceSearch"]
 
 
 @runtime_checkable
@@ -81,6 +81,28 @@ class WorkspaceReader(Protocol):
 
     async def purge(self, session_id: str) -> None:
         """Delete everything a session stored (data still used by others is kept)."""
+        ...
+
+
+@runtime_checkable
+class WorkspaceSearch(Protocol):
+    """Optional: ranked full-text search over what a reader holds (the ``Search`` tool).
+
+    A protocol of its own rather than a method of ``WorkspaceReader``, so that readers
+    written before it still are readers; every built-in workspace implements both.
+    """
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int = 10,
+        time_limit: float = 5.0,
+    ) -> list[SearchHit]:
+        """Offloaded messages and tool results ranked for ``query``, best first; each hit's
+        ``ref`` and ``offset`` open it with ``read``. ``ValueError`` for a query that is too
+        long or has no words, ``TimeoutError`` past ``time_limit`` seconds."""
         ...
 
 

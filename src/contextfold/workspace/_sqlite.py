@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from .._exceptions import WorkspaceError
-from ._base import BaseWorkspace
-from ._names import CONTEXT_FILE, ItemPath, tool_file
+from . import _fts
+from ._grep import Deadline, off_loop
+from ._names import CONTEXT_FILE, ItemPath, is_capped, tool_file
+from ._search import RawHit, SearchableWorkspace, context_docs, tool_doc
 
 __all__ = ["SQLiteWorkspace"]
 
 _T = TypeVar("_T")
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS sessions (skey TEXT PRIMARY KEY, session_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS context_chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT, skey TEXT NOT NULL, body BLOB NOT NULL);
@@ -30,9 +35,11 @@ CREATE TABLE IF NOT EXISTS session_data (
 CREATE INDEX IF NOT EXISTS session_data_by_name ON session_data (name);
 CREATE TABLE IF NOT EXISTS states (skey TEXT PRIMARY KEY, body BLOB NOT NULL);
 """
+    + _fts.FTS_SCHEMA
+)
 
 
-class SQLiteWorkspace(BaseWorkspace):
+class SQLiteWorkspace(SearchableWorkspace):
     """The workspace in one SQLite file, for a single machine without a directory tree.
 
     WAL mode, so readers never block the writer; every write is one ``BEGIN IMMEDIATE``
@@ -42,6 +49,13 @@ class SQLiteWorkspace(BaseWorkspace):
     ``NORMAL`` (survives process crashes). The context log is stored as one row per
     offload call (a chunk), read back concatenated in insertion order. References are
     workspace-relative (``sessions/s1/context.jsonl``). Calls run in a worker thread.
+    A database file this class creates is ``0600`` (whatever the umask), and so are its
+    ``-wal`` and ``-shm`` files; an existing file keeps its mode.
+
+    Search uses FTS5 tables in the same file, written in the same transaction as the
+    content they index, so the index never claims what the store lacks; ``initialize()``
+    indexes whatever an older database holds unindexed. Searches read on a connection of
+    their own (WAL readers do not block the writer).
     """
 
     def __init__(
@@ -62,11 +76,13 @@ class SQLiteWorkspace(BaseWorkspace):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     c.execute(statement)
+            _catch_up(c)
 
         await self._write(tx)
         self._initialized = True
 
     def _connect(self) -> sqlite3.Connection:
+        _fts.create_private(self._path)
         conn = sqlite3.connect(
             self._path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -113,6 +129,7 @@ class SQLiteWorkspace(BaseWorkspace):
         def tx(c: sqlite3.Connection) -> None:
             _touch(c, skey, session_id)
             c.execute("INSERT INTO context_chunks (skey, body) VALUES (?, ?)", (skey, payload))
+            _index_context(c, skey)
 
         await self._write(tx)
 
@@ -126,6 +143,8 @@ class SQLiteWorkspace(BaseWorkspace):
                     (skey, name, body),
                 )
                 if cur.rowcount == 1:
+                    _fts.add_docs(c, skey, name, [tool_doc(body)])
+                    _fts.set_source(c, skey, name, 1, 1)
                     return name
                 name = tool_file(tkey, unique=True)
 
@@ -157,6 +176,7 @@ class SQLiteWorkspace(BaseWorkspace):
             ]
             for table in ("sessions", "context_chunks", "tool_results", "session_data", "states"):
                 c.execute(f"DELETE FROM {table} WHERE skey = ?", (skey,))
+            _fts.drop_session(c, skey)
             c.executemany(
                 "DELETE FROM data WHERE name = ? "
                 "AND NOT EXISTS (SELECT 1 FROM session_data WHERE name = data.name)",
@@ -228,6 +248,71 @@ class SQLiteWorkspace(BaseWorkspace):
 
         return await self._read(q)
 
+    # -- search ----------------------------------------------------------------------------
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        if self._conn is None:
+            raise WorkspaceError("SQLiteWorkspace is closed; call `await initialize()`")
+        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+
+    def _search_sync(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        # A connection of its own: a long search must not hold the writers' lock.
+        try:
+            conn = _fts.reader(self._path, busy=deadline.left())
+            hits = _fts.fts_query(conn, terms, skey, limit, time.monotonic() + deadline.left())
+            return _named(conn, hits)
+        except TimeoutError:
+            raise deadline.expired() from None
+        except sqlite3.Error as exc:
+            raise WorkspaceError(f"SQLite workspace {self._path!r} failed: {exc}") from exc
+
+
+def _index_context(c: sqlite3.Connection, skey: str) -> None:
+    """Index the session's chunks past the indexed one (normally just the new one)."""
+    upto, lines = _fts.get_source(c, skey, CONTEXT_FILE) or (0, 0)
+    rows = c.execute(
+        "SELECT id, body FROM context_chunks WHERE skey = ? AND id > ? ORDER BY id", (skey, upto)
+    ).fetchall()
+    for chunk_id, body in rows:
+        docs = context_docs(bytes(body), lines)
+        _fts.add_docs(c, skey, CONTEXT_FILE, docs)
+        upto, lines = chunk_id, lines + len(docs)
+    if rows:
+        _fts.set_source(c, skey, CONTEXT_FILE, upto, lines)
+
+
+def _catch_up(c: sqlite3.Connection) -> None:
+    """Index what the store holds and the index does not (a database of an older version)."""
+    for (skey,) in c.execute(
+        "SELECT DISTINCT x.skey FROM context_chunks x LEFT JOIN search_sources s "
+        "ON s.skey = x.skey AND s.name = ? WHERE x.id > COALESCE(s.upto, 0)",
+        (CONTEXT_FILE,),
+    ).fetchall():
+        _index_context(c, skey)
+    for skey, name, body in c.execute(
+        "SELECT t.skey, t.name, t.body FROM tool_results t WHERE NOT EXISTS "
+        "(SELECT 1 FROM search_sources s WHERE s.skey = t.skey AND s.name = t.name)"
+    ).fetchall():
+        _fts.add_docs(c, skey, name, [tool_doc(bytes(body))])
+        _fts.set_source(c, skey, name, 1, 1)
+
 
 def _touch(c: sqlite3.Connection, skey: str, session_id: str) -> None:
     c.execute("INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)", (skey, session_id))
+
+
+def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
+    """``hits`` with the session ids of capped keys, which cannot be decoded."""
+    out = []
+    for hit in hits:
+        if is_capped(hit.skey):
+            row = c.execute(
+                "SELECT session_id FROM sessions WHERE skey = ?", (hit.skey,)
+            ).fetchone()
+            hit = dataclasses.replace(hit, session_id=None if row is None else str(row[0]))
+        out.append(hit)
+    return out

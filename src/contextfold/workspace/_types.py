@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["GrepMatch", "ItemInfo", "ItemKind"]
+__all__ = ["GrepMatch", "ItemInfo", "ItemKind", "SearchHit"]
 
 ItemKind = Literal["context", "tool_result", "data"]
 
@@ -35,3 +35,26 @@ class GrepMatch:
     line: str
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One ranked search result: an offloaded message or a tool result."""
+
+    ref: str
+    """The reference to pass to ``read`` / the ``Read`` tool (a tool result's names its
+    tool-call id: ``.../tool_result-<id>.txt``)."""
+    offset: int
+    """The line to read from: ``Read(ref, offset=offset, limit=1)`` shows the message of a
+    context-log hit; 0 for a tool result."""
+    score: float
+    """The engine's relevance, higher is better; comparable within one search only."""
+    snippet: str
+    """Text around the matched terms, which are in ``**bold**``."""
+    kind: ItemKind
+    path: str
+    """The canonical workspace-relative path."""
+    session_id: str | None
+
+    def __str__(self) -> str:
+        return self.ref if self.kind != "context" else f"{self.ref} (line {self.offset + 1})"

@@ -1,0 +1,545 @@
+"""S3Workspace: the workspace in any S3-compatible object store (aiobotocore)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._exceptions import MissingDependencyError, WorkspaceError
+from .._logging import logger
+from ._base import BaseWorkspace
+from ._blobs import check_digest
+from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
+    from types_aiobotocore_s3.type_defs import ObjectIdentifierTypeDef
+
+__all__ = ["S3Workspace"]
+
+_T = TypeVar("_T")
+_SEGMENT_DIGITS = 12
+_INDEX = "index.json"
+_STATE = "state.json"
+_ID_FILE = "session_id"
+_ATTEMPTS = 8
+"""Tries of one append when a purge of the same session races it."""
+
+
+class S3Workspace(BaseWorkspace):
+    """The workspace in a bucket of any S3-compatible store (AWS S3, MinIO, Ceph, R2, ...).
+
+    Layout under ``prefix``::
+
+        sessions/{session}/context/{n:012d}.jsonl   the context log: one segment per offload,
+                                                    numbered 0, 1, 2, ... (S3 has no append)
+        sessions/{session}/context/index.json       {"segments": N}: segments 0..N-1 exist
+        sessions/{session}/tool_result-{id}.txt     one whole tool result each, written once
+        sessions/{session}/state.json               the saved agent state, replaced whole
+        sessions/{session}/data/{sha256}.{ext}      empty: the session references this data
+        data/{sha256}.{ext}                         images and audio, content-addressed, once
+        data-refs/{sha256}.{ext}/{session}          empty: who references it (for purge)
+        blobs/{sha256}                              :class:`BlobStore` bodies (see below)
+
+    Everything a session needs is in the bucket, so any process reloads it from there.
+
+    Writers never overwrite one another: a segment or tool result is created with
+    ``If-None-Match: *`` (a taken segment number moves the writer to the next one, a
+    taken tool-result name gets a ``~<12 hex>`` suffix), and :meth:`initialize` refuses a
+    server that ignores that header. An append is acknowledged once its segment is
+    stored; the index is then advanced with ``If-Match`` (compare-and-swap). Readers take
+    the segments the index names and then probe past it, so a writer that died between
+    the two steps loses nothing. A PUT is atomic, so no segment is ever torn.
+
+    Credentials and region come from the usual AWS environment and config (environment
+    variables, ``~/.aws``, instance roles); ``client_kwargs`` go to the client
+    (``region_name``, ``aws_access_key_id``, ``config``, ...). The bucket must exist.
+    References are workspace-relative (``sessions/s1/context.jsonl``). Needs the ``s3``
+    extra.
+
+    Also a :class:`BlobStore` (``blobs/{sha256}``), the large-object tier of
+    ``PostgresWorkspace(..., blobs=S3Workspace(...))``.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        max_concurrency: int = 16,
+        **client_kwargs: Any,
+    ) -> None:
+        if not isinstance(bucket, str) or not bucket or "/" in bucket:
+            raise ValueError(f"bucket must be a bucket name, got {bucket!r}")
+        if prefix.startswith("/") or ".." in prefix.split("/"):
+            raise ValueError(f"prefix must be a relative key prefix, got {prefix!r}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.bucket = bucket
+        self.prefix = prefix if not prefix or prefix.endswith("/") else f"{prefix}/"
+        self.endpoint_url = endpoint_url
+        self._client_kwargs = client_kwargs
+        self._max = max_concurrency
+        self._stack: AsyncExitStack | None = None
+        self._client: S3Client | None = None
+        self._gate = asyncio.Semaphore(max_concurrency)
+        self._append_locks: dict[str, asyncio.Lock] = {}
+        self._queued: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
+        self._ids_written: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"S3Workspace(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        """Connect, check that the bucket exists and that the server honours conditional
+        writes (``If-None-Match``), without which concurrent writers could overwrite."""
+        if self._client is None:
+            try:
+                from aiobotocore.config import AioConfig
+            except ImportError as exc:
+                raise MissingDependencyError("aiobotocore", "s3") from exc
+            kwargs = dict(self._client_kwargs)
+            kwargs.setdefault("config", AioConfig(max_pool_connections=self._max))
+            if self.endpoint_url is not None:
+                kwargs["endpoint_url"] = self.endpoint_url
+            stack = AsyncExitStack()
+            async with self._boundary("connect to", ""):
+                client = await stack.enter_async_context(_session().create_client("s3", **kwargs))
+            self._stack, self._client = stack, client
+        try:
+            async with self._boundary("find the bucket", ""):
+                await self._s3().head_bucket(Bucket=self.bucket)
+            await self._check_conditional_writes()
+        except BaseException:
+            await self.close()
+            raise
+        self._initialized = True
+
+    async def close(self) -> None:
+        """Close the client."""
+        stack, self._stack, self._client = self._stack, None, None
+        self._initialized = False
+        if stack is not None:
+            await stack.aclose()
+
+    async def _check_conditional_writes(self) -> None:
+        key = f".contextfold-probe/{uuid.uuid4().hex}"
+        try:
+            first = await self._put(key, b"1", create=True)
+            second = await self._put(key, b"2", create=True)
+        finally:
+            await self._delete([key])
+        if not first or second:
+            raise WorkspaceError(
+                f"the S3 server at {self.endpoint_url or 'the default endpoint'} ignores "
+                "If-None-Match on PUT; S3Workspace needs conditional writes so that "
+                "concurrent writers never overwrite each other's segments"
+            )
+
+    def _s3(self) -> S3Client:
+        if self._client is None:
+            raise WorkspaceError("S3Workspace is closed; call `await initialize()`")
+        return self._client
+
+    # -- object primitives -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _boundary(self, what: str, key: str) -> AsyncIterator[None]:
+        """Convert client and network errors into ``WorkspaceError``."""
+        from aiohttp import ClientError as HTTPError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            yield
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            raise WorkspaceError(
+                f"S3 could not {what} s3://{self.bucket}/{key}: "
+                f"{err.get('Code', '?')} {err.get('Message', exc)}"
+            ) from exc
+        except (BotoCoreError, HTTPError, OSError, TimeoutError) as exc:
+            raise WorkspaceError(f"S3 could not {what} s3://{self.bucket}/{key}: {exc}") from exc
+
+    async def _get_obj(self, key: str) -> tuple[bytes, str] | None:
+        """The body and ETag of ``key``, ``None`` if there is no such object."""
+        from botocore.exceptions import ClientError
+
+        full = self.prefix + key
+        async with self._gate, self._boundary("read", full):
+            try:
+                got = await self._s3().get_object(Bucket=self.bucket, Key=full)
+            except ClientError as exc:
+                if _code(exc) in ("NoSuchKey", "404"):
+                    return None
+                raise
+            async with got["Body"] as body:
+                return await body.read(), got["ETag"]
+
+    async def _exists(self, key: str) -> int | None:
+        """The size of ``key``, ``None`` if there is no such object."""
+        from botocore.exceptions import ClientError
+
+        full = self.prefix + key
+        async with self._gate, self._boundary("look up", full):
+            try:
+                got = await self._s3().head_object(Bucket=self.bucket, Key=full)
+            except ClientError as exc:
+                if _code(exc) in ("NoSuchKey", "404", "NotFound"):
+                    return None
+                raise
+            return int(got["ContentLength"])
+
+    async def _put(
+        self, key: str, body: bytes, *, create: bool = False, if_match: str | None = None
+    ) -> bool:
+        """Store ``body`` at ``key``; ``create``: only if absent, ``if_match``: only if the
+        ETag is unchanged. False when that condition failed."""
+        from botocore.exceptions import ClientError
+
+        full = self.prefix + key
+        for _ in range(_ATTEMPTS * 4):
+            async with self._gate, self._boundary("write", full):
+                try:
+                    s3 = self._s3()
+                    if create:
+                        await s3.put_object(
+                            Bucket=self.bucket, Key=full, Body=body, IfNoneMatch="*"
+                        )
+                    elif if_match is not None:
+                        await s3.put_object(
+                            Bucket=self.bucket, Key=full, Body=body, IfMatch=if_match
+                        )
+                    else:
+                        await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
+                    return True
+                except ClientError as exc:
+                    code = _code(exc)
+                    if code in ("PreconditionFailed", "412") or (if_match and code == "NoSuchKey"):
+                        return False
+                    if code != "ConditionalRequestConflict":  # 409: retry, as AWS advises
+                        raise
+            await asyncio.sleep(0.02)
+        raise WorkspaceError(f"S3 kept answering 409 (conflicting writes) for {full}")
+
+    async def _list(self, prefix: str) -> list[tuple[str, int]]:
+        """``(key below prefix, size)`` of every object under ``prefix``, in key order."""
+        full = self.prefix + prefix
+        out: list[tuple[str, int]] = []
+        async with self._boundary("list", full):
+            pages = self._s3().get_paginator("list_objects_v2")
+            async for page in pages.paginate(Bucket=self.bucket, Prefix=full):
+                for obj in page.get("Contents", []):
+                    out.append((obj["Key"][len(full) :], int(obj["Size"])))
+        return out
+
+    async def _any(self, prefix: str) -> bool:
+        """Whether any object's key starts with ``prefix``."""
+        full = self.prefix + prefix
+        async with self._gate, self._boundary("list", full):
+            got = await self._s3().list_objects_v2(Bucket=self.bucket, Prefix=full, MaxKeys=1)
+        return bool(got.get("Contents"))
+
+    async def _list_dirs(self, prefix: str) -> list[str]:
+        """The names of the ``/``-delimited folders directly under ``prefix``."""
+        full = self.prefix + prefix
+        out: list[str] = []
+        async with self._boundary("list", full):
+            pages = self._s3().get_paginator("list_objects_v2")
+            async for page in pages.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                for common in page.get("CommonPrefixes", []):
+                    out.append(common["Prefix"][len(full) :].rstrip("/"))
+        return out
+
+    async def _delete(self, keys: Iterable[str]) -> None:
+        full = [self.prefix + k for k in keys]
+        for start in range(0, len(full), 1000):
+            batch: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in full[start : start + 1000]]
+            async with self._gate, self._boundary("delete", batch[0]["Key"]):
+                got = await self._s3().delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+            errors = got.get("Errors", [])
+            if errors:
+                raise WorkspaceError(f"S3 could not delete {len(errors)} objects: {errors[:3]}")
+
+    async def _gather(self, calls: Iterable[Awaitable[_T]]) -> list[_T]:
+        return list(await asyncio.gather(*calls))
+
+    # -- the context log -------------------------------------------------------------------
+
+    def _segment(self, skey: str, n: int) -> str:
+        return f"sessions/{skey}/context/{n:0{_SEGMENT_DIGITS}d}.jsonl"
+
+    async def _read_index(self, skey: str) -> tuple[int, str | None]:
+        got = await self._get_obj(f"sessions/{skey}/context/{_INDEX}")
+        if got is None:
+            return 0, None
+        try:
+            count = int(json.loads(got[0])["segments"])
+        except (ValueError, KeyError, TypeError):
+            logger.warning("ignoring the unreadable segment index of session key %s", skey)
+            count = 0
+        return count, got[1]
+
+    async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        # Group commit: appends that wait while one is being written go out together, as
+        # one segment (each call's lines stay together; calls were concurrent, so any
+        # order between them is an order they could have had).
+        await self._note_id(skey, session_id)
+        entry = (payload, asyncio.get_running_loop().create_future())
+        queue = self._queued.setdefault(skey, [])
+        queue.append(entry)
+        try:
+            async with self._append_locks.setdefault(skey, asyncio.Lock()):
+                if entry[1].done():
+                    return  # written by the call before
+                batch = [e for e in self._queued.pop(skey, []) if not e[1].done()]
+                try:
+                    await self._append_segment(skey, b"".join(p for p, _ in batch))
+                except BaseException:
+                    others = [e for e in batch if e is not entry]
+                    self._queued[skey] = others + self._queued.get(skey, [])
+                    raise
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        except asyncio.CancelledError:
+            if entry in self._queued.get(skey, []):
+                self._queued[skey].remove(entry)
+            raise
+
+    async def _append_segment(self, skey: str, payload: bytes) -> None:
+        for _ in range(_ATTEMPTS):
+            count, etag = await self._read_index(skey)
+            n = count
+            while not await self._put(self._segment(skey, n), payload, create=True):
+                n = await self._after(skey, n)  # taken: go past the last one stored
+            if await self._publish(skey, n, count, etag):
+                return
+            # A purge removed the segments below ours: take ours back and start over.
+            await self._delete([self._segment(skey, n)])
+        raise WorkspaceError(f"could not append to session key {skey}: purged while writing")
+
+    async def _after(self, skey: str, n: int) -> int:
+        """The number after the last segment stored beyond segment ``n``."""
+        full = self.prefix + f"sessions/{skey}/context/"
+        async with self._gate, self._boundary("list", full):
+            got = await self._s3().list_objects_v2(
+                Bucket=self.bucket, Prefix=full, StartAfter=self.prefix + self._segment(skey, n)
+            )
+        numbers = [
+            int(name[: -len(".jsonl")])
+            for obj in got.get("Contents", [])
+            if (name := obj["Key"][len(full) :]).endswith(".jsonl") and name[:-6].isdigit()
+        ]
+        return max([n, *numbers]) + 1
+
+    async def _publish(self, skey: str, n: int, count: int, etag: str | None) -> bool:
+        """Advance the index past segment ``n``; False if a purge raced the append."""
+        key = f"sessions/{skey}/context/{_INDEX}"
+        body = json.dumps({"segments": n + 1}).encode()
+        while True:
+            if count >= n + 1:
+                return True  # another writer indexed past us
+            if etag is None:
+                if n > 0 and await self._exists(self._segment(skey, n - 1)) is None:
+                    return False
+                done = await self._put(key, body, create=True)
+            else:
+                done = await self._put(key, body, if_match=etag)
+            if done:
+                return True
+            count, etag = await self._read_index(skey)
+
+    async def _read_context(self, skey: str) -> bytes | None:
+        count, _ = await self._read_index(skey)
+        parts = await self._gather(self._get_obj(self._segment(skey, i)) for i in range(count))
+        bodies: list[bytes] = []
+        for part in parts:
+            if part is None:  # purged meanwhile
+                return b"".join(bodies) if bodies else None
+            bodies.append(part[0])
+        n = count
+        while (part := await self._get_obj(self._segment(skey, n))) is not None:
+            bodies.append(part[0])  # stored by a writer that died before indexing it
+            n += 1
+        return b"".join(bodies) if bodies else None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _note_id(self, skey: str, session_id: str) -> None:
+        """Keep the id of a session whose key lost part of it to the length cap."""
+        if is_capped(skey) and skey not in self._ids_written:
+            raw = session_id.encode("utf-8", "surrogatepass")
+            await self._put(f"sessions/{skey}/{_ID_FILE}", raw, create=True)
+            self._ids_written.add(skey)
+
+    async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        await self._note_id(skey, session_id)
+        name = tool_file(tkey)
+        while not await self._put(f"sessions/{skey}/{name}", body, create=True):
+            name = tool_file(tkey, unique=True)
+        return name
+
+    async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        await self._note_id(skey, session_id)
+        # The references first: a purge that sees none may delete the data, and re-checks
+        # them after deleting (see _collect), so the object is there whenever one exists.
+        await self._put(f"sessions/{skey}/data/{name}", b"")
+        await self._put(f"data-refs/{name}/{skey}", b"")
+        if await self._exists(f"data/{name}") is None:
+            await self._put(f"data/{name}", payload)
+
+    async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        await self._note_id(skey, session_id)
+        await self._put(f"sessions/{skey}/{_STATE}", state)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _get(self, item: ItemPath) -> bytes | None:
+        if item.kind == "context":
+            return await self._read_context(item.session_key or "")
+        got = await self._get_obj(item.rel)
+        return None if got is None else got[0]
+
+    async def _load_state(self, skey: str) -> bytes | None:
+        got = await self._get_obj(f"sessions/{skey}/{_STATE}")
+        return None if got is None else got[0]
+
+    async def _session_id(self, skey: str) -> str:
+        if is_capped(skey):
+            got = await self._get_obj(f"sessions/{skey}/{_ID_FILE}")
+            if got is not None:
+                return got[0].decode("utf-8", "surrogatepass")
+        return decode_key(skey)
+
+    async def _sessions(self) -> list[str]:
+        return await self._gather(self._session_id(k) for k in await self._list_dirs("sessions/"))
+
+    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        listing = await self._list("sessions/" if skey is None else f"sessions/{skey}/")
+        by_session: dict[str, list[tuple[str, int]]] = {}
+        for key, size in listing:
+            if skey is not None:
+                key = f"{skey}/{key}"
+            owner, _, rest = key.partition("/")
+            by_session.setdefault(owner, []).append((rest, size))
+        out: list[tuple[ItemPath, int, str | None]] = []
+        data_names: list[str] = []
+        for key, entries in by_session.items():
+            sid = await self._session_id(key)
+            segments: dict[int, int] = {}
+            for rest, size in entries:
+                if rest.startswith("context/") and rest.endswith(".jsonl"):
+                    number = rest[len("context/") : -len(".jsonl")]
+                    if number.isdigit():
+                        segments[int(number)] = size
+                elif rest.startswith("data/"):
+                    data_names.append(rest[len("data/") :])
+                elif rest.startswith("tool_result-"):
+                    try:
+                        out.append((parse_ref(f"sessions/{key}/{rest}"), size, sid))
+                    except ValueError:
+                        continue
+            total, n = 0, 0
+            while n in segments:  # the readable log: segments 0, 1, ... without a gap
+                total += segments[n]
+                n += 1
+            if n:
+                out.append((ItemPath("context", key, CONTEXT_FILE), total, sid))
+        if skey is None:
+            for name, size in await self._list("data/"):
+                if _is_data_name(name):
+                    out.append((ItemPath("data", None, name), size, None))
+            return out
+        owner = await self._session_id(skey)
+        names = [n for n in sorted(set(data_names)) if _is_data_name(n)]
+        sizes = await self._gather(self._exists(f"data/{n}") for n in names)
+        for name, found in zip(names, sizes, strict=True):
+            if found is not None:
+                out.append((ItemPath("data", None, name), found, owner))
+        return out
+
+    # -- purge -----------------------------------------------------------------------------
+
+    async def _purge(self, skey: str) -> None:
+        keys = [k for k, _ in await self._list(f"sessions/{skey}/")]
+        names = [k[len("data/") :] for k in keys if k.startswith("data/")]
+        await self._delete(f"sessions/{skey}/{k}" for k in keys)
+        self._ids_written.discard(skey)
+        if names:
+            await self._delete(f"data-refs/{n}/{skey}" for n in names)
+            await self._gather(self._collect(n) for n in names if _is_data_name(n))
+
+    async def _collect(self, name: str) -> None:
+        """Delete ``data/{name}`` if no session references it any more.
+
+        Without locks: the bytes are kept in hand, and put back if a reference appeared
+        while deleting. A writer stores its reference before it checks for the object, so
+        either this sees the reference or the writer sees the object gone and stores it.
+        """
+        if await self._any(f"data-refs/{name}/"):
+            return
+        got = await self._get_obj(f"data/{name}")
+        if got is None:
+            return
+        await self._delete([f"data/{name}"])
+        if await self._any(f"data-refs/{name}/"):
+            await self._put(f"data/{name}", got[0])
+
+    # -- BlobStore -------------------------------------------------------------------------
+
+    async def put_blob(self, digest: str, body: bytes) -> None:
+        """Store ``body`` as ``blobs/{digest}`` (once: an existing blob is left as it is)."""
+        self._require_init()
+        await self._put(f"blobs/{check_digest(digest)}", body, create=True)
+
+    async def get_blob(self, digest: str) -> bytes | None:
+        """The body of ``blobs/{digest}``, ``None`` if absent."""
+        self._require_init()
+        got = await self._get_obj(f"blobs/{check_digest(digest)}")
+        return None if got is None else got[0]
+
+    async def delete_blobs(self, digests: Sequence[str]) -> None:
+        """Delete ``blobs/{digest}`` for each digest."""
+        self._require_init()
+        await self._delete(f"blobs/{check_digest(d)}" for d in digests)
+
+
+_SESSIONS: dict[int, Any] = {}
+
+
+def _session() -> Any:
+    """One aiobotocore session per process: it caches resolved credentials (refreshed by
+    botocore when they expire) and the service model, which takes 0.5 s to load; a forked
+    process gets a session of its own that shares the parent's loaded model."""
+    import os
+
+    from aiobotocore.session import get_session
+
+    pid = os.getpid()
+    if pid not in _SESSIONS:
+        session = get_session()
+        for parent in _SESSIONS.values():
+            session.register_component("data_loader", parent.get_component("data_loader"))
+        _SESSIONS.clear()
+        _SESSIONS[pid] = session
+    return _SESSIONS[pid]
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_data_name(name: str) -> bool:
+    try:
+        return parse_ref(f"data/{name}").kind == "data"
+    except ValueError:
+        return False

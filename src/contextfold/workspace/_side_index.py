@@ -1,0 +1,118 @@
+"""LocalWorkspace's search index: SQLite FTS5 in ``{workdir}/search.sqlite3`` (WAL, 0600).
+
+Files and the index cannot share a transaction, so the order is what keeps them true: a
+write reaches the file first and the index after; a purge leaves the index first and the
+files after. The index may therefore lag the files (a crash in between) but never claim
+what they lack, and it records how many bytes of each context log it holds, so the next
+append to that log, or the next ``initialize()``, indexes the lines it missed. Searches
+read on a connection of their own, so a long one never holds up an offload.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+
+from .._logging import logger
+from . import _fts
+from ._names import CONTEXT_FILE
+from ._search import RawHit, context_docs, tool_doc
+
+__all__ = ["INDEX_FILE", "SideIndex"]
+
+INDEX_FILE = "search.sqlite3"
+
+
+class SideIndex:
+    """The index beside one workspace directory; the writer is shared by threads."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        _fts.create_private(self.path)
+        conn = sqlite3.connect(
+            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL, even when the files are fsynced: a power loss may lose the last index
+        # transactions, never half of one, and the catch-up indexes them again from the
+        # files; no second fsync per offload.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_fts.FTS_SCHEMA)
+        self._conn = conn
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _write(self, what: str, change: Callable[[sqlite3.Connection], None]) -> None:
+        """Run ``change`` in one transaction; a failure only leaves the index behind (it
+        catches up later), so it is logged, not raised: the content is stored."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    change(conn)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                logger.warning(
+                    "search index %s: %s failed (%s); it catches up later", self.path, what, exc
+                )
+
+    def log_appended(self, skey: str, fd: int, size_before: int, payload: bytes) -> None:
+        """Index ``payload``, just appended at ``size_before`` to the log open as ``fd``
+        (whose lock the caller holds), and first any lines the index missed."""
+
+        def change(c: sqlite3.Connection) -> None:
+            upto, lines = _fts.get_source(c, skey, CONTEXT_FILE) or (0, 0)
+            if upto > size_before:  # the log was cut or replaced: index it afresh
+                _fts.drop_item(c, skey, CONTEXT_FILE)
+                upto = lines = 0
+            if upto < size_before:
+                docs = context_docs(os.pread(fd, size_before - upto, upto), lines)
+                _fts.add_docs(c, skey, CONTEXT_FILE, docs)
+                lines += len(docs)
+            docs = context_docs(payload, lines)
+            _fts.add_docs(c, skey, CONTEXT_FILE, docs)
+            _fts.set_source(c, skey, CONTEXT_FILE, size_before + len(payload), lines + len(docs))
+
+        self._write(f"indexing sessions/{skey}/{CONTEXT_FILE}", change)
+
+    def tool_stored(self, skey: str, name: str, body: bytes) -> None:
+        def change(c: sqlite3.Connection) -> None:
+            if _fts.get_source(c, skey, name) is None:
+                _fts.add_docs(c, skey, name, [tool_doc(body)])
+                _fts.set_source(c, skey, name, len(body), 1)
+
+        self._write(f"indexing sessions/{skey}/{name}", change)
+
+    def drop_session(self, skey: str) -> None:
+        self._write(f"dropping sessions/{skey}", lambda c: _fts.drop_session(c, skey))
+
+    def indexed(self) -> dict[tuple[str, str], int]:
+        """``(session key, item name) -> bytes indexed`` of everything indexed."""
+        with self._lock:
+            if self._conn is None:
+                return {}
+            rows = self._conn.execute("SELECT skey, name, upto FROM search_sources").fetchall()
+        return {(str(k), str(n)): int(u) for k, n, u in rows}
+
+    def query(
+        self, terms: list[str], skey: str | None, limit: int, deadline: float
+    ) -> list[RawHit]:
+        conn = _fts.reader(self.path, busy=max(0.0, deadline - time.monotonic()))
+        return _fts.fts_query(conn, terms, skey, limit, deadline)

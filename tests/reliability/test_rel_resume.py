@@ -1,0 +1,258 @@
+"""Resume on another worker: a session on PostgreSQL + S3 survives SIGKILL at any point.
+
+Each round starts a worker process on a fresh session (records in PostgreSQL, bodies over
+4 kB in S3 through ``PostgresWorkspace(blobs=S3Workspace(...))``), checks that a second
+worker is refused while the first holds the lease, and SIGKILLs the first during a tool
+call, during a compression or between steps (in turn, at the 1st to 3rd such moment, after
+a random delay). A different process then resumes the session id (waiting for the dead
+worker's lease to expire) and finishes the task. Checked after each round:
+
+* the task is finished: every step ran and the answer is in the saved state;
+* no tool call ran again after its result was stored (``exec k`` never follows
+  ``stored k`` in the side-effect log);
+* no acknowledged message is lost: every message of every state whose save returned is
+  in the final history (the offloaded log plus the final context);
+* every offloaded item is readable, with its listed size, and so is every reference the
+  summary and the context hold; large items came back from S3.
+
+A last test pauses a worker (SIGSTOP) past its lease: another takes over, and the paused
+one, continued, stops with ``LeaseLostError`` instead of running steps or overwriting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextfold import SessionLeasedError
+from contextfold.agent import AgentState
+from contextfold.workspace import BlobStore, PostgresWorkspace
+
+from ..workspace import _ws_proc
+from . import rel_resume_child as child
+from .rel_support import record, rng, scaled, summarize
+
+ROUNDS = 20
+POINTS = ("tool", "compression", "between")
+_MARK = {"tool": "T", "compression": "C", "between": "S"}
+_DELAY = {"tool": 0.05, "compression": 0.07, "between": 0.01}
+_REF = re.compile(r"sessions/[A-Za-z0-9_%.\-~]+/(?:context\.jsonl|tool_result-[^\s\"'\])]+\.txt)")
+BLOB_THRESHOLD = 4096
+
+
+@pytest.fixture
+def spec(
+    pg_dsn: str, pg_prefix: str, s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> dict[str, Any]:
+    s3 = {"kind": "s3", "bucket": s3_bucket, "prefix": s3_prefix, "endpoint": s3_endpoint}
+    return {
+        "kind": "postgres",
+        "dsn": pg_dsn,
+        "prefix": pg_prefix,
+        "s3": {**s3, "blob_threshold": BLOB_THRESHOLD},
+    }
+
+
+class Marks:
+    """Reads the worker's progress marks from its pipe."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.seen: Counter[str] = Counter()
+        self._buf = b""
+
+    def wait_for(self, mark: str, count: int, proc: Any, timeout: float = 60) -> bool:
+        """Until ``mark`` was seen ``count`` times; False if the worker exited first."""
+        deadline = time.monotonic() + timeout
+        while self.seen[mark] < count:
+            try:
+                self._buf += os.read(self.read_fd, 4096)
+            except BlockingIOError:
+                if not proc.is_alive():
+                    return False
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no {mark!r} mark in {timeout} s") from None
+                time.sleep(0.001)
+                continue
+            *lines, self._buf = self._buf.split(b"\n")
+            self.seen.update(line.decode() for line in lines)
+        return True
+
+    def close(self) -> None:
+        os.close(self.read_fd)
+        os.close(self.write_fd)
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+async def _rival_is_refused(spec: dict[str, Any], session_id: str) -> str:
+    """A second worker trying the held session: the clear error it gets."""
+    ws = _ws_proc.build(spec)
+    await ws.initialize()
+    agent = child.agent_for(ws, child.Pipes(marks=-1, side=-1, acks=-1))
+    try:
+        with pytest.raises(SessionLeasedError) as refused:
+            async with agent.hold_session(session_id, lease_ttl=child.LEASE_TTL):
+                pytest.fail("a second worker got a session that another worker runs")
+        return str(refused.value)
+    finally:
+        await ws.close()
+
+
+def _side_effects(path: Path) -> tuple[Counter[int], int]:
+    """Executions per step, and how many ran before their result was stored; fails if one
+    ran after its result was stored."""
+    stored: set[int] = set()
+    runs: Counter[int] = Counter()
+    for line in path.read_text().splitlines():
+        what, k = line.split()
+        if what == "stored":
+            stored.add(int(k))
+        else:
+            assert int(k) not in stored, f"step {k} ran again after its result was stored"
+            runs[int(k)] += 1
+    assert stored == set(range(1, child.STEPS + 1)), f"results stored: {sorted(stored)}"
+    return runs, sum(runs.values()) - len(runs)
+
+
+async def _check_store(spec: dict[str, Any], session_id: str, acked: set[str]) -> dict[str, int]:
+    ws = _ws_proc.build(spec)
+    await ws.initialize()
+    assert isinstance(ws, PostgresWorkspace)
+    try:
+        raw = await ws.load_state(session_id)
+        assert raw is not None
+        state = AgentState.model_validate_json(raw)
+        assert state.context[-1].text == f"task complete: all {child.STEPS} steps done"
+        history = {m.id for m in await ws.load_context(session_id, with_data=False)}
+        history |= {m.id for m in state.context}
+        lost = acked - history
+        assert not lost, f"{len(lost)} acknowledged messages are missing from the history"
+        items = await ws.list_items(session_id)
+        from_s3 = 0
+        for item in items:
+            body = await ws.read_bytes(item.ref)
+            assert len(body) == item.size, f"{item.path}: {len(body)} bytes, listed {item.size}"
+            if item.kind == "tool_result" and item.size >= BLOB_THRESHOLD:
+                assert isinstance(ws.blobs, BlobStore)
+                assert await ws.blobs.get_blob(_digest(body)) == body
+                from_s3 += 1
+        texts = [m.model_dump_json() for m in state.context]
+        if state.summary is not None:
+            texts.append(state.summary.model_dump_json())
+        refs = {r for t in texts for r in _REF.findall(t)}
+        for ref in refs:
+            await ws.read(ref)
+        return {"items": len(items), "refs": len(refs), "from_s3": from_s3}
+    finally:
+        await ws.close()
+
+
+def _digest(body: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(body).hexdigest()
+
+
+def _acked(path: Path) -> set[str]:
+    lines = path.read_text().split("\n")[:-1]  # a torn last line is not an ack
+    return {i for line in lines for i in json.loads(line)["ids"]}
+
+
+def test_sigkilled_worker_is_resumed_by_another_process(
+    spec: dict[str, Any], tmp_path: Path
+) -> None:
+    random = rng(14)
+    asyncio.run(_rival_is_refused_warm_up(spec))  # forked workers inherit loaded models
+    rounds = scaled(ROUNDS)
+    kills: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    for n in range(rounds):
+        point = POINTS[n % len(POINTS)]
+        session_id = f"resume-{n}"
+        side, acks = tmp_path / f"side{n}", tmp_path / f"acks{n}"
+        marks = Marks()
+        go_read, go_write = os.pipe()
+        pipes = child.Pipes(marks.write_fd, _open(side), _open(acks), go=go_read)
+        first = child.start(spec, session_id, pipes, wait=0)
+        assert marks.wait_for("L", 1, first), "the first worker did not get the lease"
+        message = asyncio.run(_rival_is_refused(spec, session_id))
+        assert "is being run by another worker" in message
+        os.write(go_write, b"g")
+        os.close(go_read)
+        os.close(go_write)
+        pipes.go = -1
+        reached = marks.wait_for(_MARK[point], random.randint(1, 3), first)
+        assert reached, f"the worker exited ({first.exitcode}) before its {point} kill point"
+        time.sleep(random.uniform(0, _DELAY[point]))
+        os.kill(first.pid, signal.SIGKILL)
+        first.join(30)
+        assert first.exitcode == -signal.SIGKILL
+        kills[point] += 1
+
+        second = child.start(spec, session_id, pipes, wait=30)
+        second.join(180)
+        assert second.exitcode == 0, f"the resuming worker failed (exit {second.exitcode})"
+        marks.close()
+        for fd in (pipes.side, pipes.acks):
+            os.close(fd)
+
+        _, reruns = _side_effects(side)
+        acked = _acked(acks)
+        checked = asyncio.run(_check_store(spec, session_id, acked))
+        totals.update(checked)
+        totals["acked"] += len(acked)
+        totals["reruns before store"] += reruns
+    assert totals["from_s3"] > 0, "no offloaded item went to S3"
+    summarize(
+        f"[resume postgres+s3] rounds={rounds} kills during tool={kills['tool']} "
+        f"compression={kills['compression']} between steps={kills['between']} "
+        f"acked messages={totals['acked']} items read={totals['items']} "
+        f"(from S3: {totals['from_s3']}) references read={totals['refs']} "
+        f"steps re-run before their result was stored={totals['reruns before store']}"
+    )
+    record("resume on another worker", "SIGKILL rounds [postgres+s3]", rounds)
+    record("resume on another worker", "acknowledged messages checked", totals["acked"])
+
+
+async def _rival_is_refused_warm_up(spec: dict[str, Any]) -> None:
+    ws = _ws_proc.build(spec)
+    await ws.initialize()
+    child.agent_for(ws, child.Pipes(-1, -1, -1)).model.token_counter.count_text("warm up")
+    await ws.close()
+
+
+def test_a_paused_worker_past_its_lease_stops_instead_of_overwriting(
+    spec: dict[str, Any], tmp_path: Path
+) -> None:
+    asyncio.run(_rival_is_refused_warm_up(spec))
+    side, acks = tmp_path / "side", tmp_path / "acks"
+    marks = Marks()
+    pipes = child.Pipes(marks=marks.write_fd, side=_open(side), acks=_open(acks))
+    paused = child.start(spec, "paused", pipes, wait=0)
+    assert marks.wait_for("S", 3, paused)
+    assert marks.wait_for("T", marks.seen["T"] + 1, paused)  # stopped inside a tool call
+    os.kill(paused.pid, signal.SIGSTOP)
+    taker = child.start(spec, "paused", pipes, wait=30)
+    taker.join(180)
+    assert taker.exitcode == 0
+    os.kill(paused.pid, signal.SIGCONT)
+    paused.join(60)
+    assert paused.exitcode == 3, "the paused worker went on after losing its lease"
+    marks.close()
+    for fd in (pipes.side, pipes.acks):
+        os.close(fd)
+    _side_effects(side)
+    asyncio.run(_check_store(spec, "paused", _acked(acks)))

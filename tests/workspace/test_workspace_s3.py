@@ -1,0 +1,177 @@
+"""S3Workspace against the workspace contract, over real HTTP to an S3-protocol server.
+
+The server is moto's server mode on loopback (``s3_endpoint``, see conftest); each test
+uses its own key prefix in one bucket.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sys
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import pytest
+
+from contextfold import MissingDependencyError, WorkspaceError
+from contextfold.message import Msg, ToolResultBlock
+from contextfold.testing import WorkspaceContract
+from contextfold.testing._workspace import PNG, image
+from contextfold.workspace import BaseWorkspace, S3Workspace
+
+from ..s3_server import create_bucket, s3_server
+from .builtin_contract import Backend, BuiltinWorkspaceTests
+
+
+class TestS3Workspace(BuiltinWorkspaceTests, WorkspaceContract):
+    @pytest.fixture
+    def backend(self, s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> Backend:
+        async def new() -> BaseWorkspace:
+            ws = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+            await ws.initialize()
+            return ws
+
+        spec = {"kind": "s3", "bucket": s3_bucket, "prefix": s3_prefix, "endpoint": s3_endpoint}
+        # Fewer writers than on a database: the test server handles one request at a time.
+        return Backend(new=new, spec=spec, writers=8, writes=25)
+
+
+@pytest.fixture
+async def s3ws(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> AsyncIterator[S3Workspace]:
+    ws = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await ws.initialize()
+    yield ws
+    await ws.close()
+
+
+async def _texts(ws: BaseWorkspace, session_id: str) -> list[str]:
+    return [m.text for m in await ws.load_context(session_id)]
+
+
+async def test_a_segment_the_index_does_not_name_yet_is_read_and_kept(
+    s3ws: S3Workspace, s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    # A writer that died after storing its segment, before advancing the index.
+    await s3ws.offload_context("s1", [Msg("user", "first", "user")])
+    await s3ws._delete(["sessions/s1/context/index.json"])
+    assert await _texts(s3ws, "s1") == ["first"]
+    other = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await other.initialize()
+    await other.offload_context("s1", [Msg("user", "second", "user")])  # segment 0 is taken
+    assert await _texts(s3ws, "s1") == ["first", "second"]
+    keys = [k for k, _ in await s3ws._list("sessions/s1/context/")]
+    assert keys == ["000000000000.jsonl", "000000000001.jsonl", "index.json"]
+    await other.close()
+
+
+async def test_segments_are_never_overwritten(s3ws: S3Workspace) -> None:
+    await s3ws.offload_context("s1", [Msg("user", "one", "user")])
+    assert not await s3ws._put(s3ws._segment("s1", 0), b"clobbered\n", create=True)
+    assert await _texts(s3ws, "s1") == ["one"]
+
+
+async def test_session_reloads_from_the_bucket_alone(
+    s3ws: S3Workspace, s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    long_id = "a session id longer than the key cap " * 5
+    await s3ws.offload_context(long_id, [Msg("user", "hello", "user")])
+    await s3ws.offload_tool_result(long_id, ToolResultBlock(id="c", name="t", output="out"))
+    await s3ws.save_state(long_id, '{"step": 3}')
+    fresh = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await fresh.initialize()
+    assert await fresh.list_sessions() == [long_id]
+    assert await fresh.load_state(long_id) == '{"step": 3}'
+    assert await _texts(fresh, long_id) == ["hello"]
+    assert await fresh.list_items(long_id) == await s3ws.list_items(long_id)
+    await fresh.close()
+
+
+async def test_prefixes_keep_workspaces_apart(
+    s3ws: S3Workspace, s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    other = S3Workspace(s3_bucket, prefix=s3_prefix + "other", endpoint_url=s3_endpoint)
+    await other.initialize()
+    await other.offload_context("s1", [Msg("user", "elsewhere", "user")])
+    await s3ws.offload_context("s2", [Msg("user", "here", "user")])
+    assert (await s3ws.list_sessions(), await other.list_sessions()) == (["s2"], ["s1"])
+    await other.purge("s1")
+    assert await _texts(s3ws, "s2") == ["here"]
+    await other.close()
+
+
+async def test_blobs_are_stored_once_and_deleted(s3ws: S3Workspace) -> None:
+    digest = hashlib.sha256(b"body").hexdigest()
+    await s3ws.put_blob(digest, b"body")
+    await s3ws.put_blob(digest, b"body")
+    assert await s3ws.get_blob(digest) == b"body"
+    await s3ws.delete_blobs([digest])
+    assert await s3ws.get_blob(digest) is None
+    with pytest.raises(ValueError, match="SHA-256"):
+        await s3ws.get_blob("../state.json")
+
+
+async def test_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
+    ws = S3Workspace("no-such-bucket-here", endpoint_url=s3_endpoint)
+    with pytest.raises(WorkspaceError, match="no-such-bucket-here"):
+        await ws.initialize()
+
+
+async def test_a_server_without_conditional_writes_is_refused(s3_endpoint: str) -> None:
+    with s3_server(ignore_conditions=True) as url:
+        await create_bucket(url, "plain")
+        with pytest.raises(WorkspaceError, match="If-None-Match"):
+            await S3Workspace("plain", endpoint_url=url).initialize()
+
+
+async def test_missing_credentials_are_a_clear_error(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from contextfold.workspace import _s3
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookup
+    monkeypatch.setattr(_s3, "_SESSIONS", {})
+    with pytest.raises(WorkspaceError, match="credentials"):
+        await S3Workspace("contextfold-test", endpoint_url=s3_endpoint).initialize()
+
+
+def test_bad_arguments_are_refused() -> None:
+    for bad in ("", "a/b"):
+        with pytest.raises(ValueError, match="bucket"):
+            S3Workspace(bad)
+    with pytest.raises(ValueError, match="prefix"):
+        S3Workspace("b", prefix="../up")
+
+
+async def test_missing_aiobotocore_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "aiobotocore.config", None)
+    with pytest.raises(MissingDependencyError, match=r"contextfold\[s3\]"):
+        await S3Workspace("bucket").initialize()
+
+
+async def test_purge_puts_data_back_when_a_writer_references_it_meanwhile(
+    s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    class Racing(S3Workspace):
+        """Another session's writer stores its reference just as purge deletes the data
+        (having seen the data still there, it does not write it again)."""
+
+        async def _delete(self, keys: Iterable[str]) -> None:
+            keys = list(keys)
+            await super()._delete(keys)
+            for key in keys:
+                if key.startswith("data/"):
+                    await self._put(f"sessions/s2/data/{key[5:]}", b"")
+                    await self._put(f"data-refs/{key[5:]}/s2", b"")
+
+    ws = Racing(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await ws.initialize()
+    ref = await ws.offload_data("s1", image())
+    await ws.purge("s1")
+    assert await ws.read_bytes(ref) == base64.b64decode(PNG)
+    assert [i.ref for i in await ws.list_items("s2")] == [ref]
+    await ws.close()
