@@ -32,7 +32,7 @@ from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace, Lease
 
 from ..workspace import _ws_proc
-from .rel_support import SUMMARY_TOOL, make_agent, scripted
+from .rel_support import make_agent, scripted
 
 STEPS = 12
 LEASE_TTL = 3.0
@@ -58,7 +58,7 @@ def last_done(texts: list[str]) -> int:
 
 def _script(request: ScriptedRequest) -> Any:
     done = last_done([m.model_dump_json() for m in request.messages])
-    if request.tool_choice == SUMMARY_TOOL:  # not used: the summarizer below writes it
+    if request.is_summary:  # not used: the summarizer below writes it
         raise AssertionError("unexpected summary request")
     if done >= STEPS:
         return text_reply(f"task complete: all {STEPS} steps done")

@@ -31,7 +31,6 @@ from contextfold.tool import Toolkit
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, PostgresWorkspace
 
 from .rel_support import (
-    SUMMARY_TOOL,
     Added,
     assert_nothing_lost,
     assert_provider_valid,
@@ -169,7 +168,7 @@ def _readback_script(tag: str, calls: list[tuple[str, dict[str, object]]]) -> ob
 
     def reply(request: ScriptedRequest) -> object:
         nonlocal count
-        if request.tool_choice == SUMMARY_TOOL:
+        if request.is_summary:
             return summary_fields(tag)
         count += 1
         if count == 1:
@@ -189,7 +188,7 @@ class _Steps:
         self._script = script
 
     def __call__(self, request: ScriptedRequest) -> object:
-        if request.tool_choice != SUMMARY_TOOL:
+        if not request.is_summary:
             self.times.append(time.perf_counter())
         return self._script(request)  # type: ignore[operator]
 
