@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import platform
@@ -64,20 +63,12 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("figure", choices=["all", *FIGURES, "_synthetic"])
+    parser.add_argument("figure", choices=["all", *FIGURES])
     parser.add_argument("--quick", action="store_true", help="smaller inputs (about 3 minutes)")
     parser.add_argument("--out", default="benchmarks/results.md", help="markdown report path")
-    parser.add_argument("--system", help=argparse.SUPPRESS)
-    parser.add_argument("--messages", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.getLogger("as").setLevel(logging.WARNING)
     logging.getLogger("contextfold").setLevel(logging.WARNING)
-
-    if args.figure == "_synthetic":
-        # Child process of the overhead figure: one system, one synthetic session.
-        result = asyncio.run(fig_overhead.synthetic_child(args.system, args.messages))
-        print(json.dumps(result))
-        return 0
 
     opts = Options(quick=args.quick)
     names = list(FIGURES) if args.figure == "all" else [args.figure]

@@ -8,24 +8,22 @@ that session's memory figure and one system's garbage never slows the other.
 from __future__ import annotations
 
 import cProfile
-import gc
 import io
 import json
 import pstats
-import resource
 import subprocess
 import sys
-import threading
 from typing import Any
 
 from . import _agentscope as agentscope_side
 from . import _contextfold as contextfold_side
+from ._child import reasoning_steps
 from ._common import Options, Pending, RunResult, fit_exponent, fmt_ms, median, ratio
 from ._data import REPO_ROOT, load_swebench, synthetic_session
 
-__all__ = ["replay_pairs", "run", "synthetic_child", "synthetic_child_process"]
+__all__ = ["replay_pairs", "run", "synthetic_child_process"]
 
-SYNTHETIC_CONTEXT = 1_000_000  # large enough that no synthetic session compresses
+from ._child import SYNTHETIC_CONTEXT
 
 
 async def _ours(session: Any, **kwargs: Any) -> RunResult | str:
@@ -48,9 +46,7 @@ async def replay_pairs(sessions: list[Any], context_size: int) -> list[tuple[Run
     return pairs
 
 
-def _steps(r: RunResult) -> list[float]:
-    # The last two entries are the final text-only turn and the tail after it.
-    return r.step_overheads[:-2] if len(r.step_overheads) > 2 else r.step_overheads
+_steps = reasoning_steps
 
 
 def _replay_rows(pairs: list[tuple[RunResult, Any]]) -> tuple[list[str], str | None]:
@@ -77,76 +73,10 @@ def _replay_rows(pairs: list[tuple[RunResult, Any]]) -> tuple[list[str], str | N
     return rows, note
 
 
-class _RssSampler:
-    """Samples this process's resident set size every few milliseconds in a thread."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
-        self.peak = self.current()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    @staticmethod
-    def current() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, self.current())
-
-    def __enter__(self) -> _RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.current())
-
-
-async def synthetic_child(system: str, n_messages: int) -> dict[str, Any]:
-    """Run one synthetic session on one system (in a child process); timing and memory."""
-    side = agentscope_side if system == "agentscope" else contextfold_side
-    try:
-        # Warm-up on a short session: imports, tokenizer loading and first-call costs are
-        # paid here, by both systems alike, and not counted.
-        await side.run_session(synthetic_session(40, seed=1), context_size=SYNTHETIC_CONTEXT)
-        session = synthetic_session(n_messages)
-        gc.collect()
-        base = _RssSampler.current()
-        with _RssSampler() as rss:
-            r = await side.run_session(session, context_size=SYNTHETIC_CONTEXT)
-    except Pending as exc:
-        return {"pending": str(exc)}
-    except Exception as exc:
-        return {"failed": f"{type(exc).__name__}: {exc}"}
-    return {
-        "steps": _steps(r),
-        "history": r.step_history[: len(_steps(r))],
-        "total": r.total_overhead,
-        "model": r.model_time,
-        "tool": r.tool_time,
-        "wall": r.wall,
-        "rss_before_kib": base // 1024,
-        "rss_peak_kib": rss.peak // 1024,
-        "compressions": len(r.compressions),
-    }
-
-
 def synthetic_child_process(system: str, n: int) -> dict[str, Any]:
     """Run :func:`synthetic_child` in a fresh interpreter; its JSON result."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "_synthetic",
-            "--system",
-            system,
-            "--messages",
-            str(n),
-        ],
+        [sys.executable, "-m", "benchmarks._child", "--system", system, "--messages", str(n)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
