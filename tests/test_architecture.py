@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "contextfold"
 LAYERS = {
     "_exceptions": 0,
     "_logging": 0,
+    "_structural": 0,
     "_embedded": 1,
     "_model_string": 1,
     "message": 2,

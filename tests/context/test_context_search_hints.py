@@ -5,12 +5,15 @@ from __future__ import annotations
 from contextfold.context import ArtifactLedger, ContextConfig
 from contextfold.context._engine import usage_hint
 from contextfold.context._summary import compose_summary
+from contextfold.token import OpenAITokenCounter
 
 
 def test_summary_reference_line_names_search() -> None:
     text = compose_summary(
         {"context_to_preserve": ""},
         config=ContextConfig(),
+        counter=OpenAITokenCounter(),
+        size=16000,
         ledger=ArtifactLedger(),
         ref="sessions/s1/context.jsonl",
         compressed=3,

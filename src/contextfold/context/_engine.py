@@ -9,10 +9,11 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import overload
+from typing import cast, overload
 
 from .._exceptions import CompressionError, StructuredOutputError
 from .._logging import logger
+from .._structural import implements
 from ..message import (
     CACHE_POINT_KEY,
     MARKER_KEY,
@@ -304,7 +305,7 @@ class ContextEngine:
     def _calibration(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
         # Counters without a tokenizer correct their estimate by the usage the provider
         # reported for the request this one extends; exact counters cost nothing here.
-        if not isinstance(self.counter, UsageCalibration):
+        if not implements(self.counter, UsageCalibration):
             return 0
         head = [self._system_msg(system_prompt)[0]]
         if self._summary is not None:
@@ -316,7 +317,8 @@ class ContextEngine:
             + self._tool_tokens(tools)
             + (self._overhead or 0)
         )
-        return self.counter.correction(_Joined(head, self._context), tools, estimate=estimate)
+        calibration = cast(UsageCalibration, self.counter)
+        return calibration.correction(_Joined(head, self._context), tools, estimate=estimate)
 
     def _trigger_tokens(self, config: ContextConfig) -> int:
         return int(config.trigger_ratio * self.context_size)
@@ -406,8 +408,8 @@ class ContextEngine:
             self._image_total -= self._images.popleft()[1]
 
     async def _persist_image(self, block: DataBlock) -> str | None:
-        if isinstance(self.offloader, DataOffloader):
-            return await self.offloader.offload_data(self.session_id, block)
+        if implements(self.offloader, DataOffloader):
+            return await cast(DataOffloader, self.offloader).offload_data(self.session_id, block)
         return None
 
     # -- compression ----------------------------------------------------------------

@@ -8,7 +8,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import jsonschema
 
@@ -20,6 +20,7 @@ from .._exceptions import (
     StructuredOutputError,
 )
 from .._logging import logger
+from .._structural import implements
 from ..message import Msg, TextBlock, ToolChoice, ToolSpec
 from ..token import UsageCalibration
 from ._response import (
@@ -198,8 +199,8 @@ class ChatModelBase(ABC):
     ) -> None:
         # Counters without a tokenizer (CalibratedCounter) learn from reported usage.
         counter = self.token_counter
-        if isinstance(counter, UsageCalibration) and response.usage is not None:
-            counter.observe(messages, tools, response.usage)
+        if implements(counter, UsageCalibration) and response.usage is not None:
+            cast(UsageCalibration, counter).observe(messages, tools, response.usage)
         if self._listeners:
             call = ModelCall(self.model_name, list(messages), list(tools), tool_choice, response)
             for listener in list(self._listeners):
