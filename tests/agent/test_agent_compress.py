@@ -55,7 +55,7 @@ async def test_compress_tool_is_offered_only_when_enabled() -> None:
     await make_agent(off).reply("hi")
     await make_agent(on, context_config=ContextConfig(compression_tool_enabled=True)).reply("hi")
     assert "CompressContext" not in off.requests[0].tool_names
-    assert on.requests[0].tool_names == ["Read", "Grep", "Glob", "CompressContext"]
+    assert on.requests[0].tool_names == ["Read", "Grep", "Glob", "Search", "CompressContext"]
 
 
 async def test_compress_tool_compresses_at_the_hint_threshold() -> None:

@@ -86,7 +86,7 @@ async def test_tool_call_result_is_observed_in_next_step() -> None:
     assert reply.text == "It is 5."
     # The read-back tools come first: without an offloader the agent keeps what leaves
     # the context in memory, readable.
-    assert model.requests[0].tool_names == ["Read", "Grep", "Glob", "add"]
+    assert model.requests[0].tool_names == ["Read", "Grep", "Glob", "Search", "add"]
     last = model.requests[1].messages[-1]
     assert last.role == "user"
     assert [(r.name, r.output, r.is_error) for r in last.tool_results] == [("add", "5", False)]

@@ -46,6 +46,7 @@ async def test_task_tools_are_offered_when_enabled() -> None:
         "Read",
         "Grep",
         "Glob",
+        "Search",
         "TaskCreate",
         "TaskUpdate",
         "TaskList",
