@@ -23,7 +23,7 @@ from ._common import Options, o200k_count
 from ._data import SWEBENCH_DIR, Session, load_swebench
 from ._grader import FACT_KINDS, Grade, SentRequest, grade
 
-__all__ = ["WINDOW", "grade_agentscope", "grade_ours", "run"]
+__all__ = ["WINDOW", "grade_agentscope", "grade_ours", "run", "wire_text"]
 
 WINDOW = 16_000
 LIMIT = 3000
@@ -51,7 +51,7 @@ def _text(value: Any) -> str:
     return ""
 
 
-def _wire_text(message: dict[str, Any]) -> str:
+def wire_text(message: dict[str, Any]) -> str:
     """A wire message's text, tool-call arguments decoded (a command is a fact, not JSON)."""
     parts = [_text(message.get("content"))]
     for call in message.get("tool_calls") or []:
@@ -74,14 +74,14 @@ def sent_from_dump(path: Path) -> list[SentRequest]:
             continue
         messages = item["messages"]
         s0, s1 = item["layers"]["summary"]
-        summary = "\n".join(_wire_text(m) for m in messages[s0:s1])
+        summary = "\n".join(wire_text(m) for m in messages[s0:s1])
         rest = [m for i, m in enumerate(messages) if not s0 <= i < s1]
         context = messages[item["layers"]["context"][0] :]
         requests.append(
             SentRequest(
                 step=item["step"],
                 summary=summary,
-                rest="\n".join(_wire_text(m) for m in rest),
+                rest="\n".join(wire_text(m) for m in rest),
                 kept_steps=sum(m["role"] == "assistant" for m in context),
                 summary_tokens=o200k_count(summary) if summary else 0,
             )

@@ -13,8 +13,14 @@ for LangChain through its ``summarizer=`` callable). What each sends the model i
 recorded (OpenAI wire form, one request per model call) with where compressions
 happened, and measured with the exact o200k counter:
 requests over the window, orphaned tool messages (a result without its call, or a call
-without its result before the last message), tokens sent. Retention is left to the
-retention grader, which reads the JSON this writes (``--json``).
+without its result before the last message), tokens sent, and retention in the request as
+sent by the independent retention grader (``benchmarks/_grader.py``, figure 4's rules).
+
+For the grader the summary layer of a request is found by position, not by text: once a
+run has compressed, it is the user messages between the system prompt and the first
+assistant message (both middlewares put their summary there, and neither keeps the task
+message after a compression); before that, no summary. Call ``i`` of a run precedes
+recorded step ``i``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ._data import FINAL_TEXT, Session, load_swebench
+from ._grader import FACT_KINDS, Grade, SentRequest, grade
+from .fig_retention import wire_text
 
 _GAVE_UP = "Previous conversation was too long to summarize"
 """What SummarizationMiddleware writes when its trimmed span starts on no human message."""
@@ -277,9 +285,54 @@ async def run_one(
         "compressions_at": compressions,
         "failed_summaries": failed,
         **measure(requests, tools, context_size),
-        "retention": None,  # to be filled by the retention grader from "wire"
         "wire": requests,
     }
+
+
+def sent_requests(
+    wire: list[list[dict[str, Any]]], compressions_at: list[int]
+) -> list[SentRequest]:
+    """The grader's view of each request a run sent (see the module docstring)."""
+    first = min(compressions_at, default=len(wire))
+    sent = []
+    for i, messages in enumerate(wire):
+        head = 1 if messages and messages[0].get("role") == "system" else 0
+        end = head
+        if i >= first:
+            while end < len(messages) and messages[end].get("role") == "user":
+                end += 1
+        summary = "\n".join(wire_text(m) for m in messages[head:end])
+        rest = [*messages[:head], *messages[end:]]
+        sent.append(
+            SentRequest(
+                step=i,
+                summary=summary,
+                rest="\n".join(wire_text(m) for m in rest),
+                kept_steps=sum(m.get("role") == "assistant" for m in messages),
+            )
+        )
+    return sent
+
+
+def retention(results: list[dict[str, Any]], system: str, context_size: int) -> Grade:
+    """The retention grade of one system over the runs in ``results``."""
+    sessions = {s.name: s for s in load_swebench()}
+    total = Grade()
+    for r in results:
+        if r["system"] == system:
+            sent = sent_requests(r["wire"], r["compressions_at"])
+            total.add(grade(sessions[r["run"]], sent, window=context_size))
+    return total
+
+
+def _retention_cell(g: Grade) -> str:
+    cells = []
+    for kind in FACT_KINDS:
+        rate = g.rate(kind)
+        graded = g.facts[kind] - g.elsewhere[kind]
+        shown = "n/a" if rate is None else f"{100 * rate:.1f}%"
+        cells.append(f"{kind} {shown} ({g.kept[kind]}/{graded})")
+    return ", ".join(cells)
 
 
 HEADER = (
@@ -293,7 +346,7 @@ LABELS = {
 }
 
 
-def table(results: list[dict[str, Any]]) -> str:
+def table(results: list[dict[str, Any]], context_size: int = 16_000) -> str:
     """The markdown table of the comparison, one row per system."""
     rows = [HEADER]
     for system, label in LABELS.items():
@@ -308,7 +361,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{statistics.median([r['peak'] for r in mine] or [0]):,.0f}",
             str(sum(len(r["compressions_at"]) for r in mine)),
             str(sum(r["failed_summaries"] for r in mine)),
-            "pending (the retention grader)",
+            _retention_cell(retention(results, system, context_size)),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -363,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     log = Path(tempfile.mkdtemp()) / "llama.log"
     results = asyncio.run(main_async(args, log))
     Path(args.json).write_text(json.dumps(results), encoding="utf-8")
-    print(table(results))
+    print(table(results, args.context_size))
     return 0
 
 
