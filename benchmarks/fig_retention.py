@@ -14,6 +14,7 @@ SmolLM2-135M through contextfold's ``ModelSummarizer``, on a subset of runs: it 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,6 +29,8 @@ __all__ = ["WINDOW", "grade_agentscope", "grade_ours", "run", "wire_text"]
 WINDOW = 16_000
 LIMIT = 3000
 SUMMARIZERS = ("none", "extractive", "local")
+"""All of them by default; ``BENCH_RETENTION_SUMMARIZERS=none,extractive`` picks some (the
+``local`` rows take over an hour on two cores)."""
 LOCAL_RUNS = 6
 """Runs graded with the embedded model as summarizer (each of its summaries takes tens of
 seconds on two cores)."""
@@ -199,7 +202,8 @@ async def run(opts: Options) -> str:
     sessions = load_swebench(limit=6 if opts.quick else None)
     rows: list[str] = []
     grades: dict[tuple[str, str], Grade] = {}
-    for name in SUMMARIZERS:
+    chosen = os.environ.get("BENCH_RETENTION_SUMMARIZERS", ",".join(SUMMARIZERS)).split(",")
+    for name in [n for n in SUMMARIZERS if n in chosen]:
         if name == "local" and opts.quick:
             continue
         ours, theirs = _summarizers(name)
