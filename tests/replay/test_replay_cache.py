@@ -8,17 +8,27 @@ from typing import Any
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.message import MARKER_KEY, Marker, Msg, anthropic_request, openai_request
+from contextfold.message import (
+    MARKER_KEY,
+    Marker,
+    Msg,
+    ToolSpec,
+    anthropic_request,
+    openai_request,
+)
 from contextfold.replay import load_prices
 from contextfold.replay._cache import (
     AnthropicCache,
     Block,
+    LlamaCache,
     NoCache,
     OpenAICache,
     anthropic_blocks,
+    cache_model,
+    llama_blocks,
     openai_blocks,
 )
-from contextfold.token import OpenAITokenCounter
+from contextfold.token import LlamaTokenCounter, OpenAITokenCounter
 
 COUNTER = OpenAITokenCounter()
 
@@ -114,6 +124,69 @@ def test_openai_reads_the_shared_prefix_in_increments_from_the_minimum() -> None
     assert nxt.write == 0
 
 
+def openai(msgs: list[Msg]) -> list[Block]:
+    return openai_blocks(openai_request(msgs), COUNTER)
+
+
+def test_llama_reads_the_previous_request_whole_when_the_next_one_extends_it() -> None:
+    cache = LlamaCache()
+    first = cache.request(openai(conversation(1)), at=0)
+    assert first.read == 0
+    second = cache.request(openai(conversation(2)), at=1)
+    assert second.read == first.total
+    assert second.write == 0
+
+
+def test_llama_keeps_only_the_last_request() -> None:
+    cache = LlamaCache()
+    agent = conversation(2)
+    cache.request(openai(agent), at=0)
+    other = [agent[0], Msg("user", words(400, "summarize"), "user")]
+    cache.request(openai(other), at=1)
+    back = cache.request(openai([*agent, Msg("user", "next", "user")]), at=2)
+    # Only the system prompt is shared with the request in between.
+    assert back.read == openai(agent[:1])[0].tokens
+
+
+def test_llama_blocks_add_up_to_the_exact_local_prompt() -> None:
+    counter = LlamaTokenCounter()
+    msgs = conversation(1)
+    tools = [ToolSpec(name="bash", description="run a command")]
+    for choice in (None, "auto", "bash"):
+        blocks = llama_blocks(msgs, tools, choice, counter)
+        assert sum(b.tokens for b in blocks) == counter.count_request(
+            msgs, tools, tool_choice=choice
+        )
+
+
+def test_a_changed_message_breaks_the_llama_prefix_from_its_turn_on() -> None:
+    counter = LlamaTokenCounter()
+    msgs = conversation(2)
+    changed = [*msgs[:2], msgs[2].model_copy(update={"content": "changed"}), *msgs[3:]]
+    before = llama_blocks(msgs, (), None, counter)
+    after = llama_blocks(changed, (), None, counter)
+    shared = [a.key == b.key for a, b in zip(before, after, strict=True)]
+    assert shared == [True, True, True, False, False, False, False, False]
+
+
+def test_llama_evaluates_the_last_token_of_a_repeated_request_again() -> None:
+    cache = LlamaCache()
+    blocks = openai(conversation(1))
+    cache.request(blocks, at=0)
+    again = cache.request(blocks, at=1)
+    assert again.read == again.total - 1
+    assert again.uncached == 1
+
+
+def test_llama_has_no_minimum_and_no_lifetime() -> None:
+    cache = cache_model("llama", load_prices()["llama"])
+    assert isinstance(cache, LlamaCache)
+    short = [Msg("user", "hi", "user")]
+    cache.request(openai(short), at=0)
+    later = cache.request(openai([*short, Msg("a", "hello", "assistant")]), at=10**6)
+    assert later.read == openai(short)[0].tokens
+
+
 def test_no_cache_reads_nothing() -> None:
     blocks = openai_blocks(openai_request(conversation(1)), COUNTER)
     assert NoCache().request(blocks, at=0).read == 0
@@ -138,5 +211,21 @@ def test_replay_prints_the_cost_and_the_cache_read_share(swe_files: list[Path]) 
     text = " ".join(result.output.split())
     assert "cache read" in text
     assert "$" in text
+    local = CliRunner().invoke(
+        app,
+        [
+            "replay",
+            str(swe_files[0]),
+            "-c",
+            "8000",
+            "-q",
+            "--cache",
+            "llama",
+            "--count-as",
+            "smollm2",
+        ],
+    )
+    assert local.exit_code == 0, local.output
+    assert "cache read" in " ".join(local.output.split())
     bad = CliRunner().invoke(app, ["replay", str(swe_files[0]), "--cache", "gemini"])
     assert bad.exit_code == 2

@@ -68,14 +68,20 @@ def _dump(directory: Path | None, format: str) -> RequestDump | None:
         raise _usage_error(f"cannot write to {directory}: {exc}", "'--dump-requests'") from exc
 
 
-_CACHES: dict[str, CacheKind] = {"anthropic": "anthropic", "openai": "openai", "none": "none"}
+_CACHES: dict[str, CacheKind] = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "llama": "llama",
+    "none": "none",
+}
 
 
 def _pricing(cache: str, path: Path | None) -> tuple[CacheKind, dict[str, dict[str, Any]]]:
     kind = _CACHES.get(cache)
     if kind is None:
         raise _usage_error(
-            f"unknown cache model {cache!r}; use 'anthropic', 'openai' or 'none'", "'--cache'"
+            f"unknown cache model {cache!r}; use 'anthropic', 'openai', 'llama' or 'none'",
+            "'--cache'",
         )
     try:
         return kind, load_prices(path)
@@ -150,7 +156,8 @@ def replay(
         typer.Option(
             "--cache",
             help="Price every call under this provider's prompt cache: 'anthropic' "
-            "(explicit breakpoints), 'openai' (automatic prefix) or 'none'.",
+            "(explicit breakpoints), 'openai' (automatic prefix), 'llama' (the embedded "
+            "model's one-slot KV cache; with --count-as smollm2) or 'none'.",
         ),
     ] = "anthropic",
     prices: Annotated[

@@ -2,9 +2,11 @@
 
 A request body (the wire form the adapters send) is cut into the blocks the provider caches
 by: the tool list, the system prompt, then every content block of every message (Anthropic)
-or every message (OpenAI). A block's identity is a hash chained over everything before it,
-so a prefix is cached exactly when every byte of it was sent before. Each model applies
-its provider's published rules (``pricing.json`` names the sources):
+or every message (OpenAI); for the embedded model, whose wire form is its ChatML prompt,
+the tool turn, then every message's turn, then the generation prompt. A block's identity
+is a hash chained over everything before it, so a prefix is cached exactly when every byte
+of it was sent before. Each model applies its provider's published rules (``pricing.json``
+names the sources):
 
 - ``anthropic``: explicit ``cache_control`` breakpoints read from the body (at most 4); a
   hit is the longest cached prefix ending at a block boundary within ``lookback_blocks``
@@ -13,6 +15,11 @@ its provider's published rules (``pricing.json`` names the sources):
   last use. Changing ``tool_choice`` invalidates the message blocks (not tools and system).
 - ``openai``: automatic; the longest previously sent prefix of at least
   ``min_cacheable_tokens`` is read, rounded down to ``increment_tokens``; writing is free.
+- ``llama``: llama.cpp's KV cache of one slot (the embedded model in-process,
+  ``LocalChatModel``; blocks from :func:`llama_blocks`): only the previous request's
+  prefix is kept; the longest prefix of whole blocks shared with it is read, except the
+  last token, which llama.cpp always evaluates again; no minimum, no lifetime, writing is
+  free.
 - ``none``: nothing is cached.
 
 Token counts are the replay counter's counts of each block's text (plus a few tokens of
@@ -28,6 +35,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..message import (
+    Msg,
+    ToolChoice,
+    ToolSpec,
+    chatml_message,
+    chatml_prompt,
+    chatml_tools,
+    tools_shown,
+)
 from ..token import TokenCounter
 
 __all__ = [
@@ -36,14 +52,16 @@ __all__ = [
     "CacheKind",
     "CacheModel",
     "CacheUsage",
+    "LlamaCache",
     "NoCache",
     "OpenAICache",
     "anthropic_blocks",
     "cache_model",
+    "llama_blocks",
     "openai_blocks",
 ]
 
-CacheKind = Literal["anthropic", "openai", "none"]
+CacheKind = Literal["anthropic", "openai", "llama", "none"]
 
 _MESSAGE_FRAMING = 4
 """Tokens a message adds beside its blocks' text (role, separators), attributed to its
@@ -164,6 +182,29 @@ def openai_blocks(body: Mapping[str, Any], counter: TokenCounter) -> list[Block]
     return blocks
 
 
+def llama_blocks(
+    messages: Sequence[Msg],
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice | None,
+    counter: TokenCounter,
+) -> list[Block]:
+    """The cache blocks of the embedded model's ChatML prompt: BOS and the tool turn, each
+    message's turn, then the generation prompt (and a forced call's opening), each keyed
+    by its text and sized by ``counter`` (exact with ``LlamaTokenCounter``)."""
+    shown = tools if tools_shown(tools, tool_choice) else ()
+    turns = [chatml_message(m) for m in messages]
+    head = chatml_tools(shown) if shown else ""
+    tail = chatml_prompt(messages, tools, tool_choice)[len(head) + sum(len(t) for t in turns) :]
+    # What the counter adds to an empty prompt beside its text: BOS, at the very start.
+    bos = max(counter.count_request(()) - counter.count_text(chatml_prompt(())), 0)
+    blocks: list[Block] = []
+    key = ""
+    for text, extra in [(head, bos), *((t, 0) for t in turns), (tail, 0)]:
+        key = _chain(key, text)
+        blocks.append(Block(key, counter.count_text(text) + extra))
+    return blocks
+
+
 def _cumulative(blocks: Sequence[Block]) -> list[int]:
     total, out = 0, []
     for block in blocks:
@@ -249,6 +290,30 @@ class OpenAICache:
         return CacheUsage(uncached=total - read, write=0, read=read)
 
 
+class LlamaCache:
+    """One KV-cache slot: what the previous request shares with this one, in whole blocks.
+
+    A request evicts every other prefix (a summary call in between breaks the agent's
+    prefix), and however much is shared, the last token is evaluated again.
+    """
+
+    kind: CacheKind = "llama"
+
+    def __init__(self) -> None:
+        self._last: list[str] = []
+
+    def request(self, blocks: Sequence[Block], *, at: float) -> CacheUsage:
+        total = sum(b.tokens for b in blocks)
+        shared = 0
+        for key, block in zip(self._last, blocks, strict=False):
+            if key != block.key:
+                break
+            shared += block.tokens
+        self._last = [b.key for b in blocks]
+        read = max(min(shared, total - 1), 0)
+        return CacheUsage(uncached=total - read, write=0, read=read)
+
+
 class NoCache:
     """Every input token at full price."""
 
@@ -273,4 +338,6 @@ def cache_model(kind: CacheKind, rules: Mapping[str, Any]) -> CacheModel:
             min_cacheable_tokens=int(rules.get("min_cacheable_tokens", 1024)),
             increment_tokens=int(rules.get("increment_tokens", 128)),
         )
+    if kind == "llama":
+        return LlamaCache()
     return NoCache()

@@ -18,7 +18,7 @@ from pydantic import BaseModel, computed_field
 
 from ..message import Msg, ToolChoice, ToolSpec, anthropic_request, openai_request
 from ..token import TokenCounter
-from ._cache import CacheKind, anthropic_blocks, cache_model, openai_blocks
+from ._cache import CacheKind, anthropic_blocks, cache_model, llama_blocks, openai_blocks
 
 __all__ = ["CallCost", "CostLedger", "RunCost", "load_prices"]
 
@@ -164,6 +164,8 @@ class CostLedger:
         if self.kind == "anthropic":
             body = anthropic_request(messages, tools, tool_choice if tools else None, cache=True)
             return anthropic_blocks(body, self.counter)
+        if self.kind == "llama":
+            return llama_blocks(messages, tools, tool_choice, self.counter)
         return openai_blocks(openai_request(messages, tools, tool_choice), self.counter)
 
     def record(
