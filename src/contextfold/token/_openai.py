@@ -81,7 +81,11 @@ class OpenAITokenCounter:
             )
         self.encoding = encoding
         self.images = images
-        self._count = text_counter(encoding)
+        self._tokenize = text_counter(encoding)
+        self._recent: dict[str, int] = {}
+        """Counts of the last few long texts: a tool result is counted as a block when it
+        arrives (is it over the limit?) and again inside its message; the second count
+        is a lookup."""
         suffix = "" if images == "tile" else f"/{images}"
         self.name = f"openai-chat/{encoding}{suffix}"
 
@@ -98,6 +102,17 @@ class OpenAITokenCounter:
         """Tokens in each of ``texts``, in one call to the tokenizer."""
         count = self._count
         return [count(t) if t else 0 for t in texts]
+
+    def _count(self, text: str) -> int:
+        if len(text) < _REMEMBERED:
+            return self._tokenize(text)
+        recent = self._recent
+        count = recent.get(text)
+        if count is None:
+            count = recent[text] = self._tokenize(text)
+            if len(recent) > _RECENT:
+                del recent[next(iter(recent))]
+        return count
 
     def head(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` within ``max_tokens`` tokens."""
@@ -255,6 +270,12 @@ def _data_key(source: DataSource) -> str:
         return source.data
     url = source.url
     return url.split(",", 1)[1] if url.startswith("data:") else url
+
+
+_REMEMBERED = 512
+"""Texts of at least this many characters are remembered (shorter ones cost less to count
+than to look up)."""
+_RECENT = 8
 
 
 def _wire(msg: Msg) -> list[dict[str, Any]]:
