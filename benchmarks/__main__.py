@@ -16,6 +16,7 @@ from . import (
     fig_cost,
     fig_memory,
     fig_offload,
+    fig_options,
     fig_overhead,
     fig_retention,
     fig_search,
@@ -30,6 +31,7 @@ FIGURES = {
     "cost": fig_cost,  # figure 5
     "memory": fig_memory,  # figure 6 (reuses the overhead figure's synthetic runs)
     "search": fig_search,  # ranked search (issue 14)
+    "options": fig_options,  # cache-preserving compaction options (issue 13 §2)
 }
 
 
