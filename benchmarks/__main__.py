@@ -17,6 +17,7 @@ from . import (
     fig_cost,
     fig_memory,
     fig_offload,
+    fig_options,
     fig_overhead,
     fig_retention,
     fig_search,
@@ -32,6 +33,7 @@ FIGURES = {
     "memory": fig_memory,  # figure 6 (reuses the overhead figure's synthetic runs)
     "search": fig_search,  # ranked search (issue 14)
     "cache": fig_cache_validation,  # the prompt-cache simulator against real counters
+    "options": fig_options,  # cache-preserving compaction options (issue 13 §2)
 }
 ON_REQUEST = {"cache"}
 """Figures ``all`` leaves out (the cache validation evaluates ~28k prompt tokens with

@@ -17,14 +17,27 @@ import json
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._common import Options, o200k_count
 from ._data import SWEBENCH_DIR, Session, load_swebench
 from ._grader import FACT_KINDS, Grade, SentRequest, grade
 
-__all__ = ["WINDOW", "grade_agentscope", "grade_ours", "run", "wire_text"]
+if TYPE_CHECKING:
+    from contextfold.context import ContextConfig
+    from contextfold.replay import CacheKind, RunResult
+
+__all__ = [
+    "WINDOW",
+    "Replayed",
+    "grade_agentscope",
+    "grade_ours",
+    "replay_graded",
+    "run",
+    "wire_text",
+]
 
 WINDOW = 16_000
 LIMIT = 3000
@@ -92,8 +105,27 @@ def sent_from_dump(path: Path) -> list[SentRequest]:
     return requests
 
 
-async def grade_ours(session: Session, summarizer_name: str, summarizer: Any) -> Grade:
-    """Replay one run through contextfold's engine, dump its requests, grade them."""
+@dataclass
+class Replayed:
+    """One replay of a run through contextfold's engine, graded from its dumped requests."""
+
+    result: RunResult
+    """The replay (with ``cost`` when priced)."""
+    grade: Grade
+    sizes: list[int]
+    """Our token count of every call the replay sent (reasoning and summary), in order."""
+
+
+async def replay_graded(
+    session: Session,
+    summarizer: Any,
+    *,
+    window: int = WINDOW,
+    config: ContextConfig | None = None,
+    cache: CacheKind | None = None,
+) -> Replayed:
+    """Replay one run through contextfold's engine (``config``: ``tool_result_limit=3000``
+    by default; priced under ``cache`` if given), dump its requests, grade them."""
     from contextfold.context import ContextConfig
     from contextfold.replay import RequestDump, load_trajectory, replay_run
 
@@ -102,14 +134,22 @@ async def grade_ours(session: Session, summarizer_name: str, summarizer: Any) ->
         dump = RequestDump(tmp)
         result = await replay_run(
             run,
-            context_size=WINDOW,
-            config=ContextConfig(tool_result_limit=LIMIT),
+            context_size=window,
+            config=config or ContextConfig(tool_result_limit=LIMIT),
             summarizer=summarizer,
             dump=dump,
+            cache=cache,
         )
         if result.error is not None:
             raise RuntimeError(f"replay of {session.name} failed: {result.error}")
-        return grade(session, sent_from_dump(dump.path(run.instance_id)), window=WINDOW)
+        path = dump.path(run.instance_id)
+        sizes = [json.loads(line)["tokens"] for line in path.read_text("utf-8").splitlines()]
+        return Replayed(result, grade(session, sent_from_dump(path), window=window), sizes)
+
+
+async def grade_ours(session: Session, summarizer_name: str, summarizer: Any) -> Grade:
+    """Replay one run through contextfold's engine, dump its requests, grade them."""
+    return (await replay_graded(session, summarizer)).grade
 
 
 def _agentscope_sent(sent: list[tuple[str, str, int]]) -> list[SentRequest]:

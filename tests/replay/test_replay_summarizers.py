@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from contextfold._exceptions import AuthenticationError
 from contextfold.context import EmptySummarizer, ExtractiveSummarizer, ModelSummarizer
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
-from contextfold.replay import Trajectory, replay_run, summarizer_from_string
+from contextfold.replay import RequestDump, Trajectory, replay_run, summarizer_from_string
 
 
 def test_extractive_and_none_need_no_model() -> None:
@@ -53,3 +56,22 @@ async def test_replay_with_the_embedded_model_writes_real_summaries() -> None:
     assert result.compressions >= 1
     assert result.compression_fallbacks == 0  # the model's summary was valid
     assert result.peak_tokens <= 1500
+
+
+async def test_a_summarizer_without_a_model_reports_what_a_model_summarizer_would_send(
+    tmp_path: Path,
+) -> None:
+    """When the agent's request would not fit the window, a model summarizer sends the
+    transcript instead of extending it; the call reported for the extractive one is the
+    same, so no reported call is over the window."""
+    run = _toy(12)
+    huge = Msg("assistant", "THOUGHT: " + " ".join(f"word{k}" for k in range(3000)), "assistant")
+    run.messages.insert(13, huge)
+    dump = RequestDump(tmp_path)
+    result = await replay_run(run, context_size=2000, dump=dump)
+    assert result.error is None
+    dumped = [json.loads(line) for line in dump.path("toy").read_text().splitlines()]
+    summaries = [d for d in dumped if d["kind"] == "summary"]
+    transcripts = [d for d in summaries if d["messages"][0]["content"] != run.system]
+    assert transcripts, "the summary call after the long turn is a transcript"
+    assert max(d["tokens"] for d in dumped) <= 2000

@@ -35,6 +35,7 @@ from ._summarizer import (
     SummaryRequest,
     SummaryResult,
     prefix_prompt,
+    summary_prompt,
     transcript_entry,
     transcript_prompt,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "render_summary",
     "safe_format",
     "summarize_items",
+    "summary_prompt",
     "transcript_entry",
     "transcript_prompt",
     "truncation_marker",

@@ -43,6 +43,7 @@ __all__ = [
     "SummaryRequest",
     "SummaryResult",
     "prefix_prompt",
+    "summary_prompt",
     "transcript_entry",
     "transcript_prompt",
 ]
@@ -199,13 +200,19 @@ class ModelSummarizer:
 
     def prompt(self, request: SummaryRequest) -> SummaryPrompt:
         """The request this summarizer sends first (the agent's prefix, or a transcript)."""
-        prefixed = prefix_prompt(request)
-        if prefixed is not None:
-            counter = self.model.token_counter
-            needed = counter.count_request(prefixed.messages, prefixed.offered or ())
-            if needed + self.model.context_size // 10 <= self.model.context_size:
-                return prefixed
-        return transcript_prompt(request, self.model.token_counter, self.model.context_size)
+        return summary_prompt(request, self.model.token_counter, self.model.context_size)
+
+
+def summary_prompt(request: SummaryRequest, counter: TokenCounter, size: int) -> SummaryPrompt:
+    """The request a model summarizer with a ``size``-token window sends first: the
+    agent's prefix (:func:`prefix_prompt`) when the request carries one and it fits with a
+    tenth of the window left for the answer, else the transcript (:func:`transcript_prompt`)."""
+    prefixed = prefix_prompt(request)
+    if prefixed is not None:
+        needed = counter.count_request(prefixed.messages, prefixed.offered or ())
+        if needed + size // 10 <= size:
+            return prefixed
+    return transcript_prompt(request, counter, size)
 
 
 def prefix_prompt(request: SummaryRequest) -> SummaryPrompt | None:

@@ -26,8 +26,7 @@ from ..context import (
     Summarizer,
     SummaryRequest,
     SummaryResult,
-    prefix_prompt,
-    transcript_prompt,
+    summary_prompt,
 )
 from ..message import Msg, ToolChoice, ToolSpec, anthropic_request, openai_request
 from ..model import ModelCall
@@ -212,9 +211,7 @@ class ObservedSummarizer:
         if model is None:
             # No model was asked: report the request a model summarizer would have sent,
             # priced and dumped as if it had been.
-            prompt = prefix_prompt(request) or transcript_prompt(
-                request, self.counter, self.context_size
-            )
+            prompt = summary_prompt(request, self.counter, self.context_size)
             tools = prompt.offered or ()
             self.observe(
                 SummaryCall(
