@@ -1,0 +1,307 @@
+"""What the model may choose at each step: valid values drawn from its current context.
+
+Each builder turns the text the model has in front of it into a JSON schema that the
+embedded model's arguments are decoded under (llama.cpp grammars), and says how many
+values each field allows. Nothing comes from the task's known answers: a file name is
+offered only when it is unread and named in the context, a reference only when it names
+an offloaded item and appears in the context, a search term only when the context holds
+it, an offset only within the item. A field with one allowed value is no choice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..message import HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
+
+__all__ = [
+    "NO_ERROR",
+    "Choice",
+    "Constraint",
+    "answer_constraint",
+    "context_text",
+    "error_lines",
+    "grep_constraint",
+    "paths_in",
+    "read_constraint",
+    "read_file_constraint",
+    "readback_text",
+]
+
+NO_ERROR = "none seen"
+"""The error a run's answer may give when it names none of those in the context."""
+
+_MAX_TERMS = 200
+_MAX_OPTIONS = 40
+_LINE = 90
+_READ_LIMIT = 15
+_GREP_RESULTS = 6
+_GREP_GLOB = "*.txt"
+"""Tool results only: the compressed context's log holds whole messages per line."""
+_READBACK = frozenset({"Read", "Grep", "Glob", "Search"})
+_QUOTED = re.compile(r"\"([^\"\n]{3,40})\"")
+_WORD = re.compile(r"(?<![\w-])[A-Za-z_][\w]{3,30}(?![\w-])")
+_SAFE_TERM = re.compile(r"^[\w][\w .:/-]*[\w:]$")
+_PATH = re.compile(r"(?<![\w/.-])[\w.-]+(?:/[\w.-]+)+\.[A-Za-z]{1,5}(?![\w/])")
+_ERROR = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b:|^\s*FAILED\b|^E\s+\w+")
+_CODE = re.compile(r"^\s*(?:\d+\s+)?[-+]?\s*(?:raise|except|import|from|def|class|return|#)\b")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One argument field: how many values it allowed, and where they came from."""
+
+    field: str
+    options: int | None
+    """How many values the grammar allowed; None for free text."""
+    source: str
+
+    @property
+    def is_choice(self) -> bool:
+        """Whether the model had something to choose (two values or more, or free text)."""
+        return self.options is None or self.options > 1
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """The schema a call's arguments are decoded under, and the choices it leaves."""
+
+    schema: dict[str, Any]
+    choices: tuple[Choice, ...] = ()
+
+    @property
+    def chosen(self) -> bool:
+        """Whether any field left the model a choice."""
+        return any(c.is_choice for c in self.choices)
+
+    def describe(self) -> str:
+        """The choices as one phrase, for the view."""
+        if not self.choices:
+            return "no arguments"
+        return "; ".join(_phrase(c) for c in self.choices)
+
+
+def _phrase(choice: Choice) -> str:
+    if choice.options is None:
+        return f"{choice.field}: {choice.source}"
+    if choice.is_choice:
+        return f"{choice.field}: 1 of {choice.options} {choice.source}"
+    return f"{choice.field}: fixed (one value)"
+
+
+def _text_of(msg: Msg) -> Iterable[str]:
+    for block in msg.blocks():
+        if isinstance(block, TextBlock):
+            yield block.text
+        elif isinstance(block, HintBlock):
+            yield block.hint
+        elif isinstance(block, ToolResultBlock):
+            yield block.text()
+        elif isinstance(block, ToolCallBlock):
+            yield " ".join(str(v) for v in block.input.values())
+
+
+def context_text(messages: Sequence[Msg]) -> str:
+    """Everything the model reads in ``messages`` (tool results and calls included)."""
+    return "\n".join(t for m in messages for t in _text_of(m))
+
+
+def readback_text(messages: Sequence[Msg]) -> str:
+    """The text of the read-back tools' results in ``messages``."""
+    return "\n".join(b.text() for m in messages for b in m.tool_results if b.name in _READBACK)
+
+
+def _enum(values: Sequence[Any]) -> dict[str, Any]:
+    return {"enum": list(values)}
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def read_file_constraint(unread: Sequence[str], text: str) -> Constraint | None:
+    """``read_file``'s path among the unread files the context names; None if none."""
+    names = [n for n in unread if n in text]
+    if not names:
+        return None
+    schema = _object({"path": _enum(names)})
+    return Constraint(schema, (Choice("path", len(names), "unread files named in the context"),))
+
+
+def refs_in(text: str, refs: Sequence[str]) -> list[str]:
+    """The offloaded references ``text`` mentions, in the order given."""
+    return [r for r in refs if r in text]
+
+
+def _is_regex(term: str) -> bool:
+    try:
+        re.compile(term)
+    except re.error:
+        return False
+    return True
+
+
+def search_terms(text: str) -> list[str]:
+    """Search terms the context holds: its phrases in double quotes (how a task names
+    what to look for) that are valid regular expressions, most recent first; without
+    any, its words."""
+    quoted = [q.strip() for q in _QUOTED.findall(text)]
+    terms = [t for t in reversed(quoted) if _is_regex(t) and t.strip("|")]
+    if not terms:
+        terms = [t for t in reversed(_WORD.findall(text)) if _SAFE_TERM.match(t)]
+    return _unique(terms)[:_MAX_TERMS]
+
+
+def grep_constraint(text: str) -> Constraint | None:
+    """``Grep``: a search term of the context, over every offloaded tool result."""
+    terms = search_terms(text)
+    if not terms:
+        return None
+    schema = _object(
+        {
+            "pattern": _enum(terms),
+            "glob": _enum([_GREP_GLOB]),
+            "max_results": _enum([_GREP_RESULTS]),
+        }
+    )
+    return Constraint(
+        schema,
+        (
+            Choice("pattern", len(terms), "search terms quoted in the context"),
+            Choice("glob", 1, "globs"),
+            Choice("max_results", 1, "result limits"),
+        ),
+    )
+
+
+def _offsets(text: str, ref: str, lines: int) -> list[int]:
+    """Offsets into ``ref`` the context points at (grep line numbers, "offset=N"), or
+    every page of the item when it points at none; each within the item."""
+    pointed = [int(n) - 1 for n in re.findall(re.escape(ref) + r"[:-](\d+)[:-]", text)]
+    pointed += [int(n) for n in re.findall(r"offset=(\d+)", text)]
+    found = sorted({max(n, 0) for n in pointed if 0 <= n < lines})
+    if not found:
+        found = list(range(0, max(lines, 1), _READ_LIMIT))
+    return found[:_MAX_OPTIONS]
+
+
+def read_constraint(text: str, items: dict[str, int]) -> Constraint | None:
+    """``Read``: an offloaded item the context refers to, at an offset within it.
+
+    ``items`` maps each reference to its number of lines."""
+    shown = refs_in(text, list(items))
+    if not shown:
+        return None
+    branches = [
+        _object(
+            {
+                "path": {"const": ref},
+                "offset": _enum(_offsets(text, ref, items[ref])),
+                "limit": _enum([_READ_LIMIT]),
+            }
+        )
+        for ref in shown
+    ]
+    offsets = max(len(_offsets(text, ref, items[ref])) for ref in shown)
+    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return Constraint(
+        schema,
+        (
+            Choice("path", len(shown), "offloaded references in the context"),
+            Choice("offset", offsets, "offsets within the item"),
+            Choice("limit", 1, "line limits"),
+        ),
+    )
+
+
+def paths_in(text: str) -> list[str]:
+    """File paths in ``text`` (git's ``a/`` and ``b/`` prefixes dropped), newest first."""
+    found = [re.sub(r"^[ab]/", "", p) for p in reversed(_PATH.findall(text))]
+    # The workspace's own references are where things were offloaded, not facts.
+    return _unique(p for p in found if not p.startswith("sessions/"))
+
+
+def error_lines(text: str) -> list[str]:
+    """Error lines in ``text`` (exceptions, failed tests), clipped, newest first."""
+    found = []
+    for line in reversed(text.splitlines()):
+        line = re.sub(r"^\S+:\d+:", "", line).strip()  # a Grep match's "ref:n:" prefix
+        if _ERROR.search(line) and not _CODE.match(line) and '"' not in line:
+            found.append(line[:_LINE])
+    return _unique(found)
+
+
+def _shared_lines(results: Sequence[str]) -> list[str]:
+    """Lines that two tool results or more hold."""
+    seen: dict[str, set[int]] = {}
+    for i, result in enumerate(results):
+        for line in result.splitlines():
+            line = line.strip()
+            if 12 <= len(line) <= _LINE and '"' not in line and "\\" not in line:
+                seen.setdefault(line, set()).add(i)
+    return [line for line, where in seen.items() if len(where) > 1][:_MAX_OPTIONS]
+
+
+def answer_constraint(
+    messages: Sequence[Msg], subjects: Sequence[str], *, recorded: bool
+) -> Constraint:
+    """``final_answer``: for each subject (a run's instance id, or a file read) named in
+    the context, facts chosen among the context's strings, then what they share."""
+    text = context_text(messages)
+    named = [s for s in subjects if s in text]
+    choices: list[Choice] = []
+    if recorded:
+        paths = paths_in(text)[:_MAX_OPTIONS] or ["none seen"]
+        errors = [*error_lines(text)[: _MAX_OPTIONS - 1], NO_ERROR]
+        fact = _object(
+            {
+                "files_changed": {
+                    "type": "array",
+                    "items": _enum(paths),
+                    "minItems": 1,
+                    "maxItems": 1,
+                },
+                "error": _enum(errors),
+            }
+        )
+        choices += [
+            Choice("files_changed", len(paths), "file paths in the context"),
+            Choice("error", len(errors), "error lines in the context"),
+        ]
+    else:
+        lines = _unique(
+            ln.strip()
+            for ln in readback_text(messages).splitlines() + text.splitlines()
+            if 12 <= len(ln.strip()) <= _LINE and '"' not in ln and "\\" not in ln
+        )[:_MAX_OPTIONS]
+        fact = _object({"found": _enum(lines or ["nothing"])})
+        choices.append(Choice("found", len(lines), "lines in the context"))
+    results = [b.text() for m in messages for b in m.tool_results]
+    shared = _shared_lines(results)
+    shared_schema: dict[str, Any] = (
+        _enum(shared) if len(shared) > 1 else {"type": "string", "maxLength": _LINE}
+    )
+    choices.append(
+        Choice("shared", len(shared), "lines two tool results share")
+        if len(shared) > 1
+        else Choice("shared", None, "free text, one line")
+    )
+    schema = _object(
+        {
+            "runs" if recorded else "files": _object(dict.fromkeys(named, fact)),
+            "shared": shared_schema,
+        }
+    )
+    return Constraint(schema, tuple(choices))
