@@ -99,10 +99,21 @@ def test_plan_reads_files_until_a_compression_then_reads_back(tmp_path: Path) ->
 
 def test_plan_reads_back_when_no_unread_file_is_named_in_the_context(tmp_path: Path) -> None:
     plan = Plan(DemoFiles.scan(_folder(tmp_path, n=5)), max_steps=12)
-    assert [plan.step(0).tool, plan.step(1).tool, plan.step(2, can_read=False).tool] == [
+    usable = frozenset({"Read", "Grep"})
+    assert [plan.step(0).tool, plan.step(1).tool, plan.step(2, usable=usable).tool] == [
         "list_files",
         "read_file",
         "Read",
+    ]
+
+
+def test_plan_passes_over_a_read_back_with_nothing_to_read(tmp_path: Path) -> None:
+    plan = Plan(DemoFiles.scan(_folder(tmp_path, n=1)), max_steps=8)
+    nothing = frozenset({"list_files"})
+    assert [plan.step(i, usable=nothing).tool for i in range(3)] == [
+        "list_files",
+        FINAL_TOOL,
+        FINAL_TOOL,
     ]
 
 
@@ -251,7 +262,7 @@ async def test_scripted_run_runs_the_models_arguments_unchanged(tmp_path: Path) 
         settings, model, summarizer, PlainView(Console(file=out, width=200)), middleware=[Spy()]
     )
     assert {"path": "not-a-file.txt"} in executed
-    assert {"path": "bogus"} in executed
+    assert {"pattern": "error code 1"} in executed
     assert executed == _run_calls(result.workdir / "requests.jsonl")[: len(executed)]
     assert "guide:" not in out.getvalue()
 

@@ -24,11 +24,13 @@ __all__ = [
     "answer_constraint",
     "context_text",
     "error_lines",
+    "evidence_lines",
     "grep_constraint",
     "paths_in",
     "read_constraint",
     "read_file_constraint",
     "readback_text",
+    "user_text",
 ]
 
 NO_ERROR = "none seen"
@@ -109,6 +111,20 @@ def context_text(messages: Sequence[Msg]) -> str:
     return "\n".join(t for m in messages for t in _text_of(m))
 
 
+def user_text(messages: Sequence[Msg]) -> str:
+    """What the user wrote in ``messages`` (the task, and the summary that carries what
+    the user asked), tool results left out."""
+    parts = [
+        t
+        for m in messages
+        if m.role == "user"
+        for b in m.blocks()
+        if isinstance(b, (TextBlock, HintBlock))
+        for t in [b.text if isinstance(b, TextBlock) else b.hint]
+    ]
+    return "\n".join(parts)
+
+
 def readback_text(messages: Sequence[Msg]) -> str:
     """The text of the read-back tools' results in ``messages``."""
     return "\n".join(b.text() for m in messages for b in m.tool_results if b.name in _READBACK)
@@ -165,7 +181,8 @@ def search_terms(text: str) -> list[str]:
 
 
 def grep_constraint(text: str) -> Constraint | None:
-    """``Grep``: a search term of the context, over every offloaded tool result."""
+    """``Grep``: a search term of ``text`` (what the user wrote: the task names what to
+    look for), over every offloaded tool result."""
     terms = search_terms(text)
     if not terms:
         return None
@@ -179,7 +196,7 @@ def grep_constraint(text: str) -> Constraint | None:
     return Constraint(
         schema,
         (
-            Choice("pattern", len(terms), "search terms quoted in the context"),
+            Choice("pattern", len(terms), "search terms the user quoted"),
             Choice("glob", 1, "globs"),
             Choice("max_results", 1, "result limits"),
         ),
@@ -233,6 +250,17 @@ def paths_in(text: str) -> list[str]:
     return _unique(p for p in found if not p.startswith("sessions/"))
 
 
+def evidence_lines(text: str, paths: Sequence[str]) -> list[str]:
+    """Lines of ``text`` that name one of ``paths`` (a Grep match's "ref:n:" prefix
+    dropped), newest first: what an answer can point at."""
+    found = []
+    for line in reversed(text.splitlines()):
+        line = re.sub(r"^\S+:\d+:", "", line).strip()
+        if 12 <= len(line) <= 2 * _LINE and any(p in line for p in paths):
+            found.append(line)
+    return _unique(found)[:_MAX_OPTIONS] or ["none seen"]
+
+
 def error_lines(text: str) -> list[str]:
     """Error lines in ``text`` (exceptions, failed tests), clipped, newest first."""
     found = []
@@ -265,8 +293,10 @@ def answer_constraint(
     if recorded:
         paths = paths_in(text)[:_MAX_OPTIONS] or ["none seen"]
         errors = [*error_lines(text)[: _MAX_OPTIONS - 1], NO_ERROR]
+        evidence = evidence_lines(text, paths)
         fact = _object(
             {
+                "evidence": _enum(evidence),
                 "files_changed": {
                     "type": "array",
                     "items": _enum(paths),
@@ -277,6 +307,7 @@ def answer_constraint(
             }
         )
         choices += [
+            Choice("evidence", len(evidence), "context lines naming a file"),
             Choice("files_changed", len(paths), "file paths in the context"),
             Choice("error", len(errors), "error lines in the context"),
         ]

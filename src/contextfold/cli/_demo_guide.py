@@ -28,6 +28,7 @@ from ._demo_choices import (
     grep_constraint,
     read_constraint,
     read_file_constraint,
+    user_text,
 )
 from ._demo_files import DemoFiles
 
@@ -86,21 +87,39 @@ class Plan:
         self.files = files
         self.max_steps = max_steps
         self.compressed = False
-        self._readback_from: int | None = None
+        self._reading_done = False
+        self._next = 0
+        """The read-back step to take next."""
+        self._steps: dict[int, PlanStep] = {}
         self._what = "a recorded run" if files.recorded_runs else "a file"
 
-    def step(self, index: int, *, can_read: bool = True) -> PlanStep:
-        """The step at 0-based ``index``; ``can_read`` tells whether an unread file is
-        named in the context (asking twice for one index gives the same step)."""
+    def step(self, index: int, *, usable: frozenset[str] | None = None) -> PlanStep:
+        """The step at 0-based ``index`` (asking twice gives the same step). ``usable``
+        names the tools with valid arguments in the context now (default: all): reading
+        stops when no unread file is named, and a read-back step with nothing to read
+        back is passed over."""
+        if index in self._steps:
+            return self._steps[index]
+
+        def ok(tool: str) -> bool:
+            return usable is None or tool in usable or tool == FINAL_TOOL
+
+        left = self.max_steps - index
         if index == 0:
-            return _LIST
-        if self._readback_from is None:
-            left = self.max_steps - index
-            if self.compressed or not can_read or left <= len(_READBACK):
-                self._readback_from = index
-            else:
-                return PlanStep("read_file", f"read {self._what}")
-        return _READBACK[min(index - self._readback_from, len(_READBACK) - 1)]
+            step = _LIST
+        elif not self._reading_done and not (
+            self.compressed or not ok("read_file") or left <= len(_READBACK)
+        ):
+            step = PlanStep("read_file", f"read {self._what}")
+        else:
+            self._reading_done = True
+            last = len(_READBACK) - 1
+            while self._next < last and not ok(_READBACK[self._next].tool):
+                self._next += 1
+            step = _READBACK[self._next]
+            self._next = min(self._next + 1, last)
+        self._steps[index] = step
+        return step
 
 
 @dataclass
@@ -171,7 +190,7 @@ class Guide(Middleware):
         found: dict[str, Constraint | None] = {
             "list_files": Constraint({"type": "object", "properties": {}}),
             "read_file": read_file_constraint(self.files.unread(), text),
-            "Grep": grep_constraint(text),
+            "Grep": grep_constraint(user_text(ctx.messages)),
             "Read": read_constraint(text, lines),
             FINAL_TOOL: answer_constraint(
                 ctx.messages, self.files.subjects(), recorded=self.files.recorded_runs
@@ -186,7 +205,7 @@ class Guide(Middleware):
     ) -> ChatResponse:
         self.on_usage(ctx.step, ctx.model_input.usage)
         self._constraints = await self._narrowed(ctx)
-        planned = self.plan.step(ctx.step, can_read="read_file" in self._constraints)
+        planned = self.plan.step(ctx.step, usable=frozenset(self._constraints))
         if self.guided:
             ctx.tool_choice = planned.tool
         self.on_call(ctx.step + 1, planned.tool if self.guided else "")
@@ -235,6 +254,8 @@ def render_answer(answer: dict[str, Any]) -> str:
         if not isinstance(facts, dict):
             continue
         parts = []
+        if "evidence" in facts:
+            parts.append(f"seen: {facts['evidence']}")
         if "files_changed" in facts:
             parts.append("changed " + ", ".join(map(str, facts["files_changed"])))
         if "error" in facts:
