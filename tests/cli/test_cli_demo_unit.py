@@ -193,6 +193,22 @@ def test_answer_facts_are_strings_of_the_context() -> None:
     assert fact["error"] == {"enum": ["ValueError: bad input", NO_ERROR]}
 
 
+def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
+    messages = [
+        _result(
+            "x:1:## outcome of proj__a-1: changed pkg/a.py\nx:2:## outcome of proj__b-2: "
+            "changed pkg/b.py"
+        ),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
+    runs = constraint.schema["properties"]["runs"]["properties"]
+    assert runs["proj__a-1"]["properties"]["evidence"] == {
+        "enum": ["## outcome of proj__a-1: changed pkg/a.py"]
+    }
+    # Its files: the paths on those lines (one here, so no choice).
+    assert runs["proj__a-1"]["properties"]["files_changed"]["items"] == {"enum": ["pkg/a.py"]}
+
+
 def test_answer_renders_one_line_per_run_and_the_shared_line() -> None:
     answer = {
         "runs": {"proj__a-1": {"files_changed": ["pkg/a.py"], "error": "ValueError: x"}},

@@ -29,7 +29,6 @@ __all__ = [
     "paths_in",
     "read_constraint",
     "read_file_constraint",
-    "readback_text",
     "user_text",
 ]
 
@@ -43,7 +42,6 @@ _READ_LIMIT = 15
 _GREP_RESULTS = 6
 _GREP_GLOB = "*.txt"
 """Tool results only: the compressed context's log holds whole messages per line."""
-_READBACK = frozenset({"Read", "Grep", "Glob", "Search"})
 _QUOTED = re.compile(r"\"([^\"\n]{3,40})\"")
 _WORD = re.compile(r"(?<![\w-])[A-Za-z_][\w]{3,30}(?![\w-])")
 _SAFE_TERM = re.compile(r"^[\w][\w .:/-]*[\w:]$")
@@ -123,11 +121,6 @@ def user_text(messages: Sequence[Msg]) -> str:
         for t in [b.text if isinstance(b, TextBlock) else b.hint]
     ]
     return "\n".join(parts)
-
-
-def readback_text(messages: Sequence[Msg]) -> str:
-    """The text of the read-back tools' results in ``messages``."""
-    return "\n".join(b.text() for m in messages for b in m.tool_results if b.name in _READBACK)
 
 
 def _enum(values: Sequence[Any]) -> dict[str, Any]:
@@ -282,6 +275,12 @@ def _shared_lines(results: Sequence[str]) -> list[str]:
     return [line for line, where in seen.items() if len(where) > 1][:_MAX_OPTIONS]
 
 
+def _fewest(options: dict[str, list[str]]) -> int:
+    """The fewest values any subject allowed (a field is a choice only if it was one for
+    every subject)."""
+    return min((len(v) for v in options.values()), default=1)
+
+
 def answer_constraint(
     messages: Sequence[Msg], subjects: Sequence[str], *, recorded: bool
 ) -> Constraint:
@@ -294,31 +293,43 @@ def answer_constraint(
         paths = paths_in(text)[:_MAX_OPTIONS] or ["none seen"]
         errors = [*error_lines(text)[: _MAX_OPTIONS - 1], NO_ERROR]
         evidence = evidence_lines(text, paths)
-        fact = _object(
-            {
-                "evidence": _enum(evidence),
-                "files_changed": {
-                    "type": "array",
-                    "items": _enum(paths),
-                    "minItems": 1,
-                    "maxItems": 1,
-                },
-                "error": _enum(errors),
-            }
-        )
+        per_run = {s: [e for e in evidence if s in e] or evidence for s in named}
+        # A run's files are the paths on the lines that name it, when some do: the tiny
+        # model otherwise copies the first run's file into every run.
+        run_paths = {
+            s: [p for p in paths if any(p in e for e in per_run[s])] or paths for s in named
+        }
+        facts = {
+            s: _object(
+                {
+                    "evidence": _enum(per_run[s]),
+                    "files_changed": {
+                        "type": "array",
+                        "items": _enum(run_paths[s]),
+                        "minItems": 1,
+                        "maxItems": 1,
+                    },
+                    "error": _enum(errors),
+                }
+            )
+            for s in named
+        }
         choices += [
-            Choice("evidence", len(evidence), "context lines naming a file"),
-            Choice("files_changed", len(paths), "file paths in the context"),
+            Choice("evidence", _fewest(per_run), "context lines naming a file (and the run)"),
+            Choice("files_changed", _fewest(run_paths), "paths on those lines"),
             Choice("error", len(errors), "error lines in the context"),
         ]
     else:
+        read = "\n".join(
+            b.text() for m in messages for b in m.tool_results if b.name != "list_files"
+        )
         lines = _unique(
-            ln.strip()
-            for ln in readback_text(messages).splitlines() + text.splitlines()
-            if 12 <= len(ln.strip()) <= _LINE and '"' not in ln and "\\" not in ln
+            re.sub(r"^(?:\S+:\d+:|\s*\d+\t)", "", ln).strip()
+            for ln in read.splitlines()
+            if 12 <= len(ln.strip()) <= 2 * _LINE and "<system-reminder>" not in ln
         )[:_MAX_OPTIONS]
-        fact = _object({"found": _enum(lines or ["nothing"])})
-        choices.append(Choice("found", len(lines), "lines in the context"))
+        facts = {s: _object({"found": _enum(lines or ["nothing"])}) for s in named}
+        choices.append(Choice("found", len(lines), "lines of the files read"))
     results = [b.text() for m in messages for b in m.tool_results]
     shared = _shared_lines(results)
     shared_schema: dict[str, Any] = (
@@ -331,7 +342,7 @@ def answer_constraint(
     )
     schema = _object(
         {
-            "runs" if recorded else "files": _object(dict.fromkeys(named, fact)),
+            "runs" if recorded else "files": _object(facts),
             "shared": shared_schema,
         }
     )
