@@ -275,6 +275,20 @@ def _shared_lines(results: Sequence[str]) -> list[str]:
     return [line for line, where in seen.items() if len(where) > 1][:_MAX_OPTIONS]
 
 
+def _common_phrases(lines: Sequence[str]) -> list[str]:
+    """The longest runs of two words or more that every one of ``lines`` holds."""
+    if len(lines) < 2:
+        return []
+    words = lines[0].split()
+    found: list[str] = []
+    for size in range(len(words), 1, -1):
+        for start in range(len(words) - size + 1):
+            phrase = " ".join(words[start : start + size])
+            if all(phrase in line for line in lines[1:]) and not any(phrase in f for f in found):
+                found.append(phrase)
+    return found[:5]
+
+
 def _fewest(options: dict[str, list[str]]) -> int:
     """The fewest values any subject allowed (a field is a choice only if it was one for
     every subject)."""
@@ -332,11 +346,14 @@ def answer_constraint(
         choices.append(Choice("found", len(lines), "lines of the files read"))
     results = [b.text() for m in messages for b in m.tool_results]
     shared = _shared_lines(results)
+    if recorded:
+        # What every run's evidence says alike, e.g. how they all ended.
+        shared = _common_phrases([per_run[s][0] for s in named]) + shared
     shared_schema: dict[str, Any] = (
         _enum(shared) if len(shared) > 1 else {"type": "string", "maxLength": _LINE}
     )
     choices.append(
-        Choice("shared", len(shared), "lines two tool results share")
+        Choice("shared", len(shared), "phrases or lines the runs or results share")
         if len(shared) > 1
         else Choice("shared", None, "free text, one line")
     )
