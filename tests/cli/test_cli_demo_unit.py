@@ -27,7 +27,7 @@ from contextfold.cli._demo_model import CacheMeter
 from contextfold.cli._demo_run import DemoSettings, run_demo
 from contextfold.cli._demo_view import LiveView, PlainView
 from contextfold.context import ContextUsage
-from contextfold.message import Msg, ToolResultBlock
+from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.middleware import Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.model._local import KVCacheStats
@@ -207,6 +207,29 @@ def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
     }
     # Its files: the paths on those lines (one here, so no choice).
     assert runs["proj__a-1"]["properties"]["files_changed"]["items"] == {"enum": ["pkg/a.py"]}
+
+
+def test_lines_a_grammar_literal_cannot_hold_are_not_offered() -> None:
+    messages = [_result('x = "quoted"\nok: a plain line here\ntab\there too long enough')]
+    constraint = answer_constraint(messages, ["sub"], recorded=False)
+    assert constraint.schema["properties"]["files"]["required"] == []
+    constraint = answer_constraint([*messages, _result("sub")], ["sub"], recorded=False)
+    found = constraint.schema["properties"]["files"]["properties"]["sub"]["properties"]["found"]
+    assert found == {"enum": ["ok: a plain line here"]}
+
+
+def test_a_files_lines_are_those_its_read_returned() -> None:
+    call = ToolCallBlock(id="c1", name="read_file", input={"path": "a.py"})
+    messages = [
+        Msg("assistant", [call], "assistant"),
+        Msg(
+            "user", [ToolResultBlock(id="c1", name="read_file", output="def alpha(): pass")], "user"
+        ),
+        _result("def beta(): return 2"),
+    ]
+    constraint = answer_constraint(messages, ["a.py"], recorded=False)
+    found = constraint.schema["properties"]["files"]["properties"]["a.py"]["properties"]["found"]
+    assert found == {"enum": ["def alpha(): pass"]}
 
 
 def test_answer_renders_one_line_per_run_and_the_shared_line() -> None:

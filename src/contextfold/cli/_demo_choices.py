@@ -123,8 +123,16 @@ def user_text(messages: Sequence[Msg]) -> str:
     return "\n".join(parts)
 
 
+def _literal_safe(value: Any) -> bool:
+    # llama-cpp-python's schema converter does not escape backslashes in literals, so a
+    # value holding one (a quote, a tab, JSON-escaped) would break the grammar.
+    text = str(value)
+    return '"' not in text and "\\" not in text and all(ord(c) >= 32 for c in text)
+
+
 def _enum(values: Sequence[Any]) -> dict[str, Any]:
-    return {"enum": list(values)}
+    safe = [v for v in values if _literal_safe(v)]
+    return {"enum": safe or ["none seen"]}
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -289,6 +297,45 @@ def _common_phrases(lines: Sequence[str]) -> list[str]:
     return found[:5]
 
 
+def _is_marker(line: str) -> bool:
+    """A line the engine wrote into a result (truncation, a reference), not the file's."""
+    return any(
+        m in line
+        for m in (
+            "<system-reminder>",
+            "<<<TRUNCATED>>>",
+            "tokens omitted ...]",
+            "/sessions/",
+            "(stopped at max_results",
+        )
+    )
+
+
+def _file_lines(text: str) -> list[str]:
+    """The lines of ``text`` an answer can quote (numbering and engine markers left out)."""
+    return _unique(
+        re.sub(r"^(?:\S+:\d+:|\s*\d+\t)", "", ln).strip()
+        for ln in text.splitlines()
+        if 12 <= len(ln.strip()) <= 2 * _LINE and not _is_marker(ln)
+    )[:_MAX_OPTIONS]
+
+
+def _lines_by_file(messages: Sequence[Msg]) -> dict[str, str]:
+    """Per file name, the text of the ``read_file`` results for it still in ``messages``."""
+    asked = {
+        c.id: str(c.input.get("path"))
+        for m in messages
+        for c in m.get_blocks(ToolCallBlock)
+        if c.name == "read_file"
+    }
+    found: dict[str, str] = {}
+    for m in messages:
+        for r in m.tool_results:
+            if r.id in asked:
+                found[asked[r.id]] = found.get(asked[r.id], "") + r.text()
+    return found
+
+
 def _fewest(options: dict[str, list[str]]) -> int:
     """The fewest values any subject allowed (a field is a choice only if it was one for
     every subject)."""
@@ -334,16 +381,15 @@ def answer_constraint(
             Choice("error", len(errors), "error lines in the context"),
         ]
     else:
-        read = "\n".join(
-            b.text() for m in messages for b in m.tool_results if b.name != "list_files"
+        every = _file_lines(
+            "\n".join(b.text() for m in messages for b in m.tool_results if b.name != "list_files")
         )
-        lines = _unique(
-            re.sub(r"^(?:\S+:\d+:|\s*\d+\t)", "", ln).strip()
-            for ln in read.splitlines()
-            if 12 <= len(ln.strip()) <= 2 * _LINE and "<system-reminder>" not in ln
-        )[:_MAX_OPTIONS]
-        facts = {s: _object({"found": _enum(lines or ["nothing"])}) for s in named}
-        choices.append(Choice("found", len(lines), "lines of the files read"))
+        own = _lines_by_file(messages)
+        per_file = {s: _file_lines(own.get(s, "")) or every for s in named}
+        facts = {s: _object({"found": _enum(per_file[s] or ["nothing"])}) for s in named}
+        choices.append(
+            Choice("found", _fewest(per_file), "lines of the file read (or of all, if it left)")
+        )
     results = [b.text() for m in messages for b in m.tool_results]
     shared = _shared_lines(results)
     if recorded:
