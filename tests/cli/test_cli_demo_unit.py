@@ -210,10 +210,13 @@ def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
 
 
 def test_lines_a_grammar_literal_cannot_hold_are_not_offered() -> None:
-    messages = [_result('x = "quoted"\nok: a plain line here\ntab\there too long enough')]
+    call = ToolCallBlock(id="c1", name="read_file", input={"path": "sub"})
+    text = 'x = "quoted"\nok: a plain line here\ntab\there too long enough'
+    messages = [
+        Msg("assistant", [call], "assistant"),
+        Msg("user", [ToolResultBlock(id="c1", name="read_file", output=text)], "user"),
+    ]
     constraint = answer_constraint(messages, ["sub"], recorded=False)
-    assert constraint.schema["properties"]["files"]["required"] == []
-    constraint = answer_constraint([*messages, _result("sub")], ["sub"], recorded=False)
     found = constraint.schema["properties"]["files"]["properties"]["sub"]["properties"]["found"]
     assert found == {"enum": ["ok: a plain line here"]}
 
@@ -227,9 +230,10 @@ def test_a_files_lines_are_those_its_read_returned() -> None:
         ),
         _result("def beta(): return 2"),
     ]
-    constraint = answer_constraint(messages, ["a.py"], recorded=False)
-    found = constraint.schema["properties"]["files"]["properties"]["a.py"]["properties"]["found"]
-    assert found == {"enum": ["def alpha(): pass"]}
+    constraint = answer_constraint(messages, ["a.py", "b.py"], recorded=False)
+    files = constraint.schema["properties"]["files"]["properties"]
+    assert files["a.py"]["properties"]["found"] == {"enum": ["def alpha(): pass"]}
+    assert "b.py" not in files  # not named in the context
 
 
 def test_answer_renders_one_line_per_run_and_the_shared_line() -> None:

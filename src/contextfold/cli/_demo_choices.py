@@ -32,6 +32,9 @@ __all__ = [
     "user_text",
 ]
 
+_GONE = "(its text has left the context)"
+"""What a file's answer says once no line its read returned is in the context."""
+
 NO_ERROR = "none seen"
 """The error a run's answer may give when it names none of those in the context."""
 
@@ -381,15 +384,10 @@ def answer_constraint(
             Choice("error", len(errors), "error lines in the context"),
         ]
     else:
-        every = _file_lines(
-            "\n".join(b.text() for m in messages for b in m.tool_results if b.name != "list_files")
-        )
         own = _lines_by_file(messages)
-        per_file = {s: _file_lines(own.get(s, "")) or every for s in named}
-        facts = {s: _object({"found": _enum(per_file[s] or ["nothing"])}) for s in named}
-        choices.append(
-            Choice("found", _fewest(per_file), "lines of the file read (or of all, if it left)")
-        )
+        per_file = {s: _file_lines(own.get(s, "")) or [_GONE] for s in named}
+        facts = {s: _object({"found": _enum(per_file[s])}) for s in named}
+        choices.append(Choice("found", _fewest(per_file), "lines its read returned"))
     results = [b.text() for m in messages for b in m.tool_results]
     shared = _shared_lines(results)
     if recorded:
