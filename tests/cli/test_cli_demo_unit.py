@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,23 @@ from typer.testing import CliRunner
 
 from contextfold import StructuredOutputError
 from contextfold.cli import app
+from contextfold.cli._demo_choices import (
+    NO_ERROR,
+    answer_constraint,
+    grep_constraint,
+    read_constraint,
+    read_file_constraint,
+)
 from contextfold.cli._demo_files import DemoFiles, bundled_data_dir, render_file
-from contextfold.cli._demo_guide import FINAL_TOOL, Guide, Plan
+from contextfold.cli._demo_guide import FINAL_TOOL, Plan, render_answer
 from contextfold.cli._demo_model import CacheMeter
 from contextfold.cli._demo_run import DemoSettings, run_demo
 from contextfold.cli._demo_view import LiveView, PlainView
 from contextfold.context import ContextUsage
-from contextfold.message import ToolCallBlock
+from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
+from contextfold.middleware import Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.model._local import KVCacheStats
-from contextfold.workspace import MemoryWorkspace
 
 runner = CliRunner()
 
@@ -82,8 +90,28 @@ def test_plan_reads_files_until_a_compression_then_reads_back(tmp_path: Path) ->
         "list_files",
         "read_file",
         "read_file",
-        "Grep",
         "Read",
+        "Grep",
+        FINAL_TOOL,
+        FINAL_TOOL,
+    ]
+
+
+def test_plan_reads_back_when_no_unread_file_is_named_in_the_context(tmp_path: Path) -> None:
+    plan = Plan(DemoFiles.scan(_folder(tmp_path, n=5)), max_steps=12)
+    usable = frozenset({"Read", "Grep"})
+    assert [plan.step(0).tool, plan.step(1).tool, plan.step(2, usable=usable).tool] == [
+        "list_files",
+        "read_file",
+        "Read",
+    ]
+
+
+def test_plan_passes_over_a_read_back_with_nothing_to_read(tmp_path: Path) -> None:
+    plan = Plan(DemoFiles.scan(_folder(tmp_path, n=1)), max_steps=8)
+    nothing = frozenset({"list_files"})
+    assert [plan.step(i, usable=nothing).tool for i in range(3)] == [
+        "list_files",
         FINAL_TOOL,
         FINAL_TOOL,
     ]
@@ -96,8 +124,8 @@ def test_plan_leaves_room_for_read_back_and_answer(tmp_path: Path) -> None:
         "list_files",
         "read_file",
         "read_file",
-        "Grep",
         "Read",
+        "Grep",
         FINAL_TOOL,
     ]
 
@@ -107,88 +135,163 @@ def test_plan_refuses_fewer_than_five_steps(tmp_path: Path) -> None:
         Plan(DemoFiles.scan(_folder(tmp_path)), max_steps=4)
 
 
-# -- guide -------------------------------------------------------------------------
+# -- what the model may choose ------------------------------------------------------
 
 
-async def _guide(tmp_path: Path) -> tuple[Guide, MemoryWorkspace]:
-    files = DemoFiles.scan(_folder(tmp_path))
-    workspace = MemoryWorkspace()
-    await workspace.initialize()
-    guide = Guide(plan=Plan(files, 8), files=files, reader=workspace, session_id="s1")
-    return guide, workspace
+def _result(text: str, name: str = "read_file") -> Msg:
+    return Msg("user", [ToolResultBlock(id="r", name=name, output=text)], "user")
 
 
-def _call(name: str, **args: Any) -> ToolCallBlock:
-    return ToolCallBlock(id="c1", name=name, input=args)
+def test_read_file_offers_only_unread_files_named_in_the_context() -> None:
+    text = "a.txt b.txt c.txt"
+    constraint = read_file_constraint(["b.txt", "c.txt", "d.txt"], text)
+    assert constraint is not None
+    assert constraint.schema["properties"]["path"] == {"enum": ["b.txt", "c.txt"]}
+    assert constraint.chosen
 
 
-async def test_guide_keeps_valid_arguments(tmp_path: Path) -> None:
-    guide, _ = await _guide(tmp_path)
-    call = _call("read_file", path="f0.txt")
-    assert await guide._checked(2, call) is call
-    assert guide.replaced_steps == []
+def test_a_single_allowed_value_is_no_choice() -> None:
+    constraint = read_file_constraint(["b.txt"], "b.txt")
+    assert constraint is not None
+    assert not constraint.chosen
+    assert "path: fixed (one value)" in constraint.describe()
 
 
-async def test_guide_replaces_a_file_that_does_not_exist(tmp_path: Path) -> None:
-    guide, _ = await _guide(tmp_path)
-    guide.files.read.append("f0.txt")
-    fixed = await guide._checked(2, _call("read_file", path="/Users/x/nope.json"))
-    assert fixed.input == {"path": "f1.txt"}
-    assert guide.replaced_steps == [2]
+def test_nothing_to_read_when_the_context_names_no_unread_file() -> None:
+    assert read_file_constraint(["d.txt"], "a.txt b.txt") is None
 
 
-async def test_guide_replaces_an_invalid_regex_and_unknown_path(tmp_path: Path) -> None:
-    guide, _ = await _guide(tmp_path)
-    fixed = await guide._checked(5, _call("Grep", pattern="(unclosed", path="x"))
-    assert fixed.input["pattern"] == "(?i)error"
-    assert "path" not in fixed.input
+def test_grep_offers_the_phrases_quoted_in_the_context() -> None:
+    text = 'find lines with "outcome of"; or "Error:|FAILED"; not "(unclosed"'
+    constraint = grep_constraint(text)
+    assert constraint is not None
+    props = constraint.schema["properties"]
+    assert props["pattern"] == {"enum": ["Error:|FAILED", "outcome of"]}
+    assert props["glob"] == {"enum": ["*.txt"]}
 
 
-async def test_guide_points_read_at_an_offloaded_result(tmp_path: Path) -> None:
-    guide, workspace = await _guide(tmp_path)
-    from contextfold.message import ToolResultBlock
+def test_read_offsets_come_from_grep_lines_within_the_item() -> None:
+    text = "sessions/s/r1.txt:40:diff --git a/x.py b/x.py\nsessions/s/r1.txt:900:beyond"
+    constraint = read_constraint(text, {"sessions/s/r1.txt": 100, "sessions/s/r2.txt": 50})
+    assert constraint is not None
+    assert constraint.schema["properties"]["path"] == {"const": "sessions/s/r1.txt"}
+    assert constraint.schema["properties"]["offset"] == {"enum": [39]}
 
-    ref = await workspace.offload_tool_result(
-        "s1", ToolResultBlock(id="t1", name="read_file", output="a\nb\nc")
+
+def test_answer_facts_are_strings_of_the_context() -> None:
+    messages = [
+        _result("# Recorded agent run proj__a-1\ndiff --git a/pkg/a.py b/pkg/a.py"),
+        _result("# Recorded agent run proj__b-2\nValueError: bad input\nexit_status: done"),
+        _result("exit_status: done"),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2", "proj__c-3"], recorded=True)
+    assert constraint is not None
+    runs = constraint.schema["properties"]["runs"]
+    assert runs["required"] == ["proj__a-1", "proj__b-2"]
+    fact = runs["properties"]["proj__a-1"]["properties"]
+    assert fact["files_changed"]["items"] == {"enum": ["pkg/a.py"]}
+    assert fact["error"] == {"enum": ["ValueError: bad input", NO_ERROR]}
+
+
+def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
+    messages = [
+        _result(
+            "x:1:## outcome of proj__a-1: changed pkg/a.py\nx:2:## outcome of proj__b-2: "
+            "changed pkg/b.py"
+        ),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
+    runs = constraint.schema["properties"]["runs"]["properties"]
+    assert runs["proj__a-1"]["properties"]["evidence"] == {
+        "enum": ["## outcome of proj__a-1: changed pkg/a.py"]
+    }
+    # Its files: the paths on those lines (one here, so no choice).
+    assert runs["proj__a-1"]["properties"]["files_changed"]["items"] == {"enum": ["pkg/a.py"]}
+
+
+def test_lines_a_grammar_literal_cannot_hold_are_not_offered() -> None:
+    call = ToolCallBlock(id="c1", name="read_file", input={"path": "sub"})
+    text = 'x = "quoted"\nok: a plain line here\ntab\there too long enough'
+    messages = [
+        Msg("assistant", [call], "assistant"),
+        Msg("user", [ToolResultBlock(id="c1", name="read_file", output=text)], "user"),
+    ]
+    constraint = answer_constraint(messages, ["sub"], recorded=False)
+    found = constraint.schema["properties"]["files"]["properties"]["sub"]["properties"]["found"]
+    assert found == {"enum": ["ok: a plain line here"]}
+
+
+def test_a_files_lines_are_those_its_read_returned() -> None:
+    call = ToolCallBlock(id="c1", name="read_file", input={"path": "a.py"})
+    messages = [
+        Msg("assistant", [call], "assistant"),
+        Msg(
+            "user", [ToolResultBlock(id="c1", name="read_file", output="def alpha(): pass")], "user"
+        ),
+        _result("def beta(): return 2"),
+    ]
+    constraint = answer_constraint(messages, ["a.py", "b.py"], recorded=False)
+    files = constraint.schema["properties"]["files"]["properties"]
+    assert files["a.py"]["properties"]["found"] == {"enum": ["def alpha(): pass"]}
+    assert "b.py" not in files  # not named in the context
+
+
+def test_answer_renders_one_line_per_run_and_the_shared_line() -> None:
+    answer = {
+        "runs": {"proj__a-1": {"files_changed": ["pkg/a.py"], "error": "ValueError: x"}},
+        "shared": "exit_status: done",
+    }
+    assert render_answer(answer) == (
+        "- proj__a-1: changed pkg/a.py; met: ValueError: x\nShared: exit_status: done"
     )
-    fixed = await guide._checked(6, _call("Read", path="test_*.py", limit=500))
-    assert fixed.input == {"path": ref, "offset": 10, "limit": 30}
-
-
-async def test_guide_completes_a_partial_reference(tmp_path: Path) -> None:
-    guide, workspace = await _guide(tmp_path)
-    from contextfold.message import ToolResultBlock
-
-    ref = await workspace.offload_tool_result(
-        "s1", ToolResultBlock(id="t1", name="read_file", output="a\nb\nc")
-    )
-    name = ref.rsplit("/", 1)[-1]
-    fixed = await guide._checked(6, _call("Read", path=name, offset=1, limit=2))
-    assert fixed.input == {"path": ref, "offset": 1, "limit": 2}
 
 
 # -- a whole run with scripted models -------------------------------------------------
 
 
-def _agent_script(request: ScriptedRequest) -> Any:
+def _bad_script(request: ScriptedRequest) -> Any:
+    """Arguments no grammar would allow: they must reach the tools as written."""
     choice = request.tool_choice
     if choice == "read_file":
         return {"path": "not-a-file.txt"}
+    return _agent_script(request)
+
+
+def _agent_script(request: ScriptedRequest) -> Any:
+    choice = request.tool_choice
+    if choice == "read_file":
+        done = sum(r.name == "read_file" for m in request.messages for r in m.tool_results)
+        return {"path": f"f{min(done, 2)}.txt"}
     if choice == "Grep":
         return {"pattern": "error code 1"}
     if choice == "Read":
         return {"path": "bogus"}
     if choice == FINAL_TOOL:
-        return {"text": "All files list error codes."}
+        return {"files": {"f0.txt": {"found": "error code"}}, "shared": "error codes"}
     return {}
 
 
-async def test_scripted_run_truncates_compresses_by_fallback_and_reads_back(
-    tmp_path: Path,
-) -> None:
-    model = ScriptedModel(_agent_script, context_size=2048)
+def _run_calls(path: Path) -> list[dict[str, Any]]:
+    """The tool calls the model answered with, as recorded in requests.jsonl."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        block["input"]
+        for row in rows
+        for block in row["response"]["content"]
+        if block.get("type") == "tool_call"
+    ]
+
+
+async def test_scripted_run_runs_the_models_arguments_unchanged(tmp_path: Path) -> None:
+    executed: list[dict[str, Any]] = []
+
+    class Spy(Middleware):
+        async def on_tool_call(self, ctx: Any, call_next: Any) -> Any:
+            executed.append(dict(ctx.call.input))
+            return await call_next(ctx)
+
+    model = ScriptedModel(_bad_script, context_size=2048)
     summarizer = ScriptedModel(lambda request: StructuredOutputError("no summary today"))
-    out = io.StringIO()
     settings = DemoSettings(
         folder=_folder(tmp_path),
         workdir=tmp_path / "work",
@@ -197,14 +300,40 @@ async def test_scripted_run_truncates_compresses_by_fallback_and_reads_back(
         max_steps=8,
         guided=True,
     )
+    out = io.StringIO()
+    result = await run_demo(
+        settings, model, summarizer, PlainView(Console(file=out, width=200)), middleware=[Spy()]
+    )
+    assert {"path": "not-a-file.txt"} in executed
+    assert {"pattern": "error code 1"} in executed
+    assert executed == _run_calls(result.workdir / "requests.jsonl")[: len(executed)]
+    assert "guide:" not in out.getvalue()
+
+
+async def test_scripted_run_truncates_compresses_by_fallback_and_reports_who_chose(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(_agent_script, context_size=2048)
+    summarizer = ScriptedModel(lambda request: StructuredOutputError("no summary today"))
+    out = io.StringIO()
+    settings = DemoSettings(
+        folder=_folder(tmp_path, n=5),
+        workdir=tmp_path / "work",
+        context_size=2048,
+        tool_result_limit=200,
+        max_steps=8,
+        guided=True,
+    )
     result = await run_demo(settings, model, summarizer, PlainView(Console(file=out, width=200)))
     text = out.getvalue()
-    assert result.reply == "All files list error codes."
+    assert result.reply == "- f0.txt: found: error code\nShared: error codes"
     assert result.truncations >= 1
     assert [c.method for c in result.compressions][:1] == ["truncation"]
-    assert result.readbacks >= 1
     assert "FALLBACK: the summary failed" in text
-    assert "offloaded content read back" in text
+    assert result.records[0].tool == "list_files"
+    assert not result.records[0].chosen
+    assert "step 1  · forced by the plan: plan forced list_files" in text
+    assert any(r.chosen for r in result.records)
     assert {i.kind for i in result.items} >= {"tool_result", "context"}
 
 
@@ -226,7 +355,7 @@ async def test_final_answer_request_leaves_the_usage_note_out(tmp_path: Path) ->
         folder=_folder(tmp_path),
         workdir=tmp_path / "work",
         context_size=2048,
-        tool_result_limit=400,  # so the last step is past the hint mark (73%)
+        tool_result_limit=450,  # so the last step is past the hint mark (73%)
         max_steps=5,
         guided=True,
     )

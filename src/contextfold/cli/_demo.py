@@ -34,15 +34,10 @@ def _bad(message: str, param: str) -> typer.BadParameter:
 
 
 def _models(
-    spec: str, base_url: str | None, context_size: int
+    spec: str, base_url: str | None, context_size: int, seed: int
 ) -> tuple[ChatModelBase, ChatModelBase]:
     try:
-        return build_models(
-            spec,
-            base_url=base_url,
-            context_size=context_size,
-            summary_window=max(4096, context_size),
-        )
+        return build_models(spec, base_url=base_url, context_size=context_size, seed=seed)
     except MissingDependencyError as exc:
         raise _bad(str(exc), "'--model'") from exc
     except AuthenticationError as exc:
@@ -74,13 +69,13 @@ def demo(
             min=1536,
             help="The agent's window in tokens; small on purpose, so the context fills fast.",
         ),
-    ] = 2560,
+    ] = 3072,
     tool_result_limit: Annotated[
         int,
         typer.Option(
             "--tool-result-limit", min=100, help="Tool results above this many tokens are cut."
         ),
-    ] = 256,
+    ] = 320,
     path: Annotated[
         Path | None,
         typer.Option(
@@ -113,6 +108,7 @@ def demo(
             "model choose.",
         ),
     ] = True,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the embedded model's sampling.")] = 0,
     plain: Annotated[
         bool, typer.Option("--plain", help="Plain line-by-line output even in a terminal.")
     ] = False,
@@ -131,7 +127,7 @@ def demo(
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="contextfold-demo-"))
     console = Console(highlight=False)
-    agent_model, summarizer = _models(model, base_url, context_size)
+    agent_model, summarizer = _models(model, base_url, context_size, seed)
     settings = DemoSettings(
         folder=folder,
         workdir=workdir,
@@ -155,10 +151,18 @@ def demo(
     except ContextfoldError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
-    _report(console, result, local=is_local(model))
+    if summarizer is agent_model:
+        label = f"summarizer, the agent's own llama.cpp instance and {context_size:,}-token window"
+    else:
+        label = f"summarizer, a {summarizer.context_size:,}-token window"
+    _report(console, result, local=is_local(model), summarizer_label=label)
 
 
-def _report(console: Console, result: DemoResult, *, local: bool) -> None:
+def _steps(steps: list[int]) -> str:
+    return ", ".join(map(str, steps)) or "none"
+
+
+def _report(console: Console, result: DemoResult, *, local: bool, summarizer_label: str) -> None:
     console.print()
     console.print("[bold]Final answer:[/]", escape(result.reply or "(none)"))
     console.print()
@@ -175,16 +179,18 @@ def _report(console: Console, result: DemoResult, *, local: bool) -> None:
             f"Peak input: {result.peak.total:,} of {result.peak.context_size:,} tokens "
             f"({result.peak.ratio:.0%})."
         )
-    if result.guided_steps:
-        console.print(
-            f"Guided steps (tool chosen by the plan, arguments by the model): "
-            f"{', '.join(map(str, result.guided_steps))}; arguments replaced by the guide at "
-            f"step(s): {', '.join(map(str, result.replaced_steps)) or 'none'}."
-        )
-    else:
-        console.print("No step was guided: the model chose every tool.")
+    chosen = [r.step for r in result.records if r.chosen]
+    forced = [r.step for r in result.records if not r.chosen]
+    console.print(
+        f"Chosen by the model: {len(chosen)} step(s) ({_steps(chosen)}): an argument picked "
+        f"among valid values from its context, or the tool itself. Forced by the plan: "
+        f"{len(forced)} step(s) ({_steps(forced)}): the tool forced and no argument left "
+        f"to choose. Read-backs with arguments the model chose: {result.chosen_readbacks} "
+        f"of {result.readbacks}. Arguments replaced: none (the grammar allows only valid "
+        f"values)."
+    )
     _cache_line(console, "agent", result.agent_cache)
-    _cache_line(console, "summarizer", result.summary_cache)
+    _cache_line(console, summarizer_label, result.summary_cache)
     if not local and result.provider_prompt:
         console.print(
             f"Prompt cache (as the provider reported): {result.provider_cached:,} of "

@@ -9,6 +9,7 @@ than JSON and which the read-back tools can search line by line.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -38,6 +39,12 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+def _patched_files(patch: str) -> list[str]:
+    """The files a unified diff changes, in order."""
+    found = re.findall(r"^diff --git a/(\S+) b/", patch, re.MULTILINE)
+    return list(dict.fromkeys(found))
+
+
 def _render_trajectory(name: str, data: dict[str, Any]) -> str:
     info = data.get("info", {}) if isinstance(data.get("info"), dict) else {}
     stats = info.get("model_stats", {}) if isinstance(info.get("model_stats"), dict) else {}
@@ -50,11 +57,17 @@ def _render_trajectory(name: str, data: dict[str, Any]) -> str:
         text = _content_text(msg.get("content", "") if isinstance(msg, dict) else msg)
         lines.append(f"## message {i}: {role}")
         lines.append(text.replace("\r\n", "\n").strip())
-    lines.append("## outcome")
-    lines.append(f"exit_status: {info.get('exit_status', 'unknown')}")
+    submission = info.get("submission")
+    status = info.get("exit_status", "unknown")
+    changed = _patched_files(submission if isinstance(submission, str) else "")
+    # One line per run to find it by, like `git show --stat`: which run, how it ended.
+    lines.append(
+        f"## outcome of {data.get('instance_id', name)}: exit_status {status}; the patch "
+        f"changed {', '.join(changed) or 'no file'}"
+    )
+    lines.append(f"exit_status: {status}")
     if stats:
         lines.append(f"api_calls: {stats.get('api_calls')}; cost: {stats.get('instance_cost')}")
-    submission = info.get("submission")
     if isinstance(submission, str) and submission:
         lines.append("submitted patch:")
         lines.append(submission.strip())
@@ -101,6 +114,10 @@ class DemoFiles:
         """Whether the folder holds recorded agent runs."""
         return any(n.endswith(".traj.json") for n in self.names)
 
+    def subjects(self) -> list[str]:
+        """What the final answer reports on: the runs read (by instance id), or the files."""
+        return [n.removesuffix(".traj.json") for n in self.read]
+
     def unread(self) -> list[str]:
         """Files not read yet, in listing order."""
         return [n for n in self.names if n not in self.read]
@@ -125,13 +142,28 @@ class DemoFiles:
                 self.read.append(path)
             return render_file(self.root / path)
 
-        def final_answer(text: str) -> str:
+        def final_answer(runs: dict[str, Any], shared: str) -> str:
             """Give your final report to the user; call it once, when you are done.
 
             Args:
-                text: Two or three plain sentences: what each file is about and how it
-                    ended.
+                runs: For each run you investigated, by its instance id: the line that
+                    says how it ended ("evidence"), the files its patch changed
+                    ("files_changed") and the error or failing test it met ("error").
+                shared: One line on what the runs have in common.
             """
-            return text
+            return json.dumps({"runs": runs, "shared": shared})
 
-        return Toolkit([FunctionTool(list_files), FunctionTool(read_file), final_answer])
+        def final_answer_files(files: dict[str, Any], shared: str) -> str:
+            """Give your final report to the user; call it once, when you are done.
+
+            Args:
+                files: For each file you read, by its name: one line you found in it
+                    ("found").
+                shared: One line on what the files have in common.
+            """
+            return json.dumps({"files": files, "shared": shared})
+
+        answer = FunctionTool(
+            final_answer if self.recorded_runs else final_answer_files, name="final_answer"
+        )
+        return Toolkit([FunctionTool(list_files), FunctionTool(read_file), answer])

@@ -17,7 +17,7 @@ from ..model import (
     model_from_string,
 )
 
-__all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meter", "is_local"]
+__all__ = ["CacheMeter", "NarratedLocalModel", "build_models", "cache_meters", "is_local"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,24 @@ class CacheMeter:
             eval_seconds=stats.prompt_eval_seconds,
         )
 
+    def without(self, part: CacheMeter) -> CacheMeter:
+        """These figures less ``part`` (e.g. the agent's share of a shared model)."""
+        return CacheMeter(
+            prompt_tokens=self.prompt_tokens - part.prompt_tokens,
+            evaluated=self.evaluated - part.evaluated,
+            completions=self.completions - part.completions,
+            eval_seconds=self.eval_seconds - part.eval_seconds,
+        )
+
+    def plus(self, part: CacheMeter) -> CacheMeter:
+        """These figures and ``part``'s."""
+        return CacheMeter(
+            prompt_tokens=self.prompt_tokens + part.prompt_tokens,
+            evaluated=self.evaluated + part.evaluated,
+            completions=self.completions + part.completions,
+            eval_seconds=self.eval_seconds + part.eval_seconds,
+        )
+
     @property
     def cached(self) -> int:
         """Prompt tokens served from the KV cache."""
@@ -56,25 +74,39 @@ class CacheMeter:
         return self.cached * self.eval_seconds / self.evaluated if self.evaluated else 0.0
 
 
-def cache_meter(model: ChatModelBase) -> CacheMeter | None:
-    """The KV-cache figures of an embedded model; None for a remote one."""
-    return CacheMeter.of(model.kv_cache) if isinstance(model, LocalChatModel) else None
+def cache_meters(model: ChatModelBase) -> tuple[CacheMeter | None, CacheMeter | None]:
+    """The KV-cache figures of the agent's calls and of the summaries, on the embedded
+    model; None for a remote one."""
+    if not isinstance(model, LocalChatModel):
+        return None, None
+    total = CacheMeter.of(model.kv_cache)
+    if not isinstance(model, NarratedLocalModel):
+        return total, None
+    return total.without(model.summary_cache), model.summary_cache
 
 
 class NarratedLocalModel(LocalChatModel):
-    """The embedded model as the summarizer: ``on_summary`` is called when a structured
-    (summary) request starts, so the demo can say that the model is writing a summary."""
+    """The embedded model, agent and summarizer: ``on_summary`` is called when a
+    structured (summary) request starts, so the demo can say that the model is writing a
+    summary."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.on_summary: Callable[[], None] | None = None
+        self.summary_cache = CacheMeter()
+        """The KV-cache figures of the structured (summary) requests alone."""
 
     async def structured_output(
         self, messages: Sequence[Msg], schema: dict[str, Any], **kwargs: Any
     ) -> StructuredOutput:
         if self.on_summary is not None:
             self.on_summary()
-        return await super().structured_output(messages, schema, **kwargs)
+        before = CacheMeter.of(self.kv_cache)
+        try:
+            return await super().structured_output(messages, schema, **kwargs)
+        finally:
+            spent = CacheMeter.of(self.kv_cache).without(before)
+            self.summary_cache = self.summary_cache.plus(spent)
 
 
 def is_local(spec: str) -> bool:
@@ -94,14 +126,16 @@ def build_models(
     *,
     base_url: str | None,
     context_size: int,
-    summary_window: int,
+    seed: int = 0,
 ) -> tuple[ChatModelBase, ChatModelBase]:
-    """The agent's model and its summarizer.
+    """The agent's model and its summarizer: one and the same model.
 
-    The embedded model gets a summarizer of its own (a second llama.cpp context over the
-    same weights), so writing a summary does not evict the agent's cached prompt prefix.
-    Raises ``ValueError`` for a bad spec, ``MissingDependencyError`` for a missing extra,
-    ``AuthenticationError`` for a missing key, ``FileNotFoundError`` for a missing file.
+    The summary request extends the agent's last request (the engine's prefix form), so
+    on the embedded model the summary is written by the same llama.cpp instance, with the
+    same window, and reads the agent's prompt prefix from the KV cache. ``seed`` seeds
+    the embedded model's sampling. Raises ``ValueError`` for a bad spec,
+    ``MissingDependencyError`` for a missing extra, ``AuthenticationError`` for a missing
+    key, ``FileNotFoundError`` for a missing file.
     """
     if is_local(spec):
         if base_url is not None:
@@ -111,10 +145,9 @@ def build_models(
             )
         _check_local_extra()
         path = split_model_string(spec)[1]
-        local = LocalChatModel(path or None, context_size=context_size, max_tokens=256)
-        summarizer = NarratedLocalModel(
-            path or None, context_size=summary_window, max_tokens=400, temperature=0.0
+        local = NarratedLocalModel(
+            path or None, context_size=context_size, max_tokens=400, seed=seed
         )
-        return local, summarizer
+        return local, local
     model = model_from_string(spec, base_url=base_url, context_size=context_size)
     return model, model

@@ -6,9 +6,10 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 
@@ -25,12 +26,20 @@ from ..context import (
 )
 from ..message import Marker, Msg, ToolResultBlock, marker_of
 from ..middleware import Middleware, ModelCallContext, ToolCallContext
-from ..model import ChatModelBase, ChatResponse
+from ..model import ChatModelBase, ChatResponse, LocalChatModel, ModelCall
 from ..tool import FunctionTool, readback_tools
 from ..workspace import ItemInfo, LocalWorkspace
 from ._demo_files import DemoFiles
-from ._demo_guide import FINAL_TOOL, PLAN_TEXT, READBACK_TOOLS, Guide, GuideNote, Plan
-from ._demo_model import CacheMeter, NarratedLocalModel, cache_meter
+from ._demo_guide import (
+    FINAL_TOOL,
+    PLAN_TEXT,
+    READBACK_TOOLS,
+    Guide,
+    GuideNote,
+    Plan,
+    StepRecord,
+)
+from ._demo_model import CacheMeter, NarratedLocalModel, cache_meters
 from ._demo_view import DemoView
 
 __all__ = ["DemoResult", "DemoSettings", "run_demo"]
@@ -39,14 +48,19 @@ _SYSTEM_PROMPT = (
     "You are an analyst. You investigate files with your tools and report what you found. "
     "Tool results that are too long are cut; the full text is saved, and the cut result "
     "says where: read it back with Read or search it with Grep. Older messages may be "
-    "replaced by a summary. When you are done, call final_answer with a short report."
+    "replaced by a summary. When you are done, call final_answer with what you found."
 )
 _RUNS_TASK = (
-    "The folder holds recorded runs of a coding agent working on GitHub issues. For each "
-    "run, find which issue it worked on and how it ended (its exit status and patch). "
-    "Then give a short report."
+    "The folder holds recorded runs of a coding agent working on GitHub issues. You must "
+    'find how each run ended and the files its patch changed (Grep "outcome of"), and '
+    "the error or failing test it met. Then report, for each run, its instance id, the "
+    "files changed and the error, and what the runs share."
 )
-_FILES_TASK = "Investigate the files in the folder and give a short report on what they hold."
+_FILES_TASK = (
+    'Investigate the files in the folder: read them, search them (Grep "def " or '
+    '"class "), and report one line you found in each file you read, and what the '
+    "files share."
+)
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,11 @@ class DemoResult:
     truncations: int = 0
     compressions: list[CompressionEvent] = field(default_factory=list)
     readbacks: int = 0
-    guided_steps: list[int] = field(default_factory=list)
-    replaced_steps: list[int] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+    answer: dict[str, Any] | None = None
+    """The final answer's fields, as the model wrote them."""
+    chosen_readbacks: int = 0
+    """Read-backs whose arguments the model chose (among two values or more)."""
     items: list[ItemInfo] = field(default_factory=list)
     peak: ContextUsage | None = None
     seconds: float = 0.0
@@ -101,7 +118,10 @@ class _Narrator(Middleware):
     """Turns what the agent does into lines, as it happens, and counts what the viewer
     should see. A middleware, so its lines and the guide's come in the agent's order."""
 
-    def __init__(self, view: DemoView, result: DemoResult, workdir: Path) -> None:
+    def __init__(
+        self, view: DemoView, result: DemoResult, workdir: Path, guide: Guide | None = None
+    ) -> None:
+        self.guide = guide
         self.view = view
         self.result = result
         self.workdir = workdir
@@ -113,9 +133,7 @@ class _Narrator(Middleware):
         self.view.log(Text.assemble(stamp, *parts))
 
     def note(self, note: GuideNote) -> None:
-        style = "yellow" if note.replaced else "dim"
-        label = "  ⚑ guide: " if note.replaced else "  · "
-        self.line((f"step {note.step}", "bold"), (label + note.text, style))
+        self.line((f"step {note.step}", "bold"), ("  · " + note.text, "dim"))
 
     def usage(self, step: int, usage: ContextUsage) -> None:
         self.result.steps = step + 1
@@ -195,6 +213,9 @@ class _Narrator(Middleware):
         found = found and not text.startswith(("Error", "No matches", "No offloaded", "(no lines"))
         if found:
             self.result.readbacks += 1
+            record = self.guide.records[-1] if self.guide and self.guide.records else None
+            if record is not None and record.step == step and record.chosen:
+                self.result.chosen_readbacks += 1
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         tokens = ctx.agent.engine.counter.count_text(text)
         self.line(
@@ -257,8 +278,12 @@ async def run_demo(
     model: ChatModelBase,
     summarizer: ChatModelBase,
     view: DemoView,
+    *,
+    middleware: Sequence[Middleware] = (),
 ) -> DemoResult:
-    """Run the agent on the task folder; every event goes to ``view`` as it happens."""
+    """Run the agent on the task folder; every event goes to ``view`` as it happens.
+
+    ``middleware`` runs after the demo's own (closest to the model and the tools)."""
     started = time.monotonic()
     files = DemoFiles.scan(settings.folder)
     workspace = LocalWorkspace(settings.workdir, fsync=False)
@@ -270,7 +295,7 @@ async def run_demo(
         tool_result_limit=settings.tool_result_limit,
         summary_attempts=2,
     )
-    session_id = uuid.uuid4().hex
+    session_id = uuid.uuid4().hex[:12]  # short: the model reads it in every reference
     result = DemoResult(session_id=session_id, workdir=workspace.workdir)
     narrator = _Narrator(view, result, workspace.workdir)
     guide = Guide(
@@ -283,6 +308,7 @@ async def run_demo(
         on_usage=narrator.usage,
         on_call=narrator.calling,
     )
+    narrator.guide = guide
     toolkit = files.toolkit()
     # Read and Grep only: Glob would cost the tiny window ~70 tokens and the plan needs none.
     for func in readback_tools(workspace, session_id=session_id)[:2]:
@@ -295,21 +321,26 @@ async def run_demo(
         context_config=config,
         offloader=workspace,
         summarizer=summarizer,
-        middleware=[narrator, guide, _AnswerWithoutUsageNote(narrator.note)],
+        middleware=[narrator, guide, _AnswerWithoutUsageNote(narrator.note), *middleware],
         max_iters=settings.max_steps,
         session_id=session_id,
         tasks_enabled=False,
         readback_tools=False,
         parallel_tool_calls=False,
     )
+    if isinstance(model, LocalChatModel):
+        model.constrain = guide.schema_for
     if isinstance(summarizer, NarratedLocalModel):
         summarizer.on_summary = narrator.summarizing
     task = _RUNS_TASK if files.recorded_runs else _FILES_TASK
     narrator.line(("task: ", "bold"), (task, ""))
     if settings.guided:
-        narrator.line(("plan (every step guided): ", "bold"), (PLAN_TEXT, "dim"))
+        narrator.line(("plan (the tool of every step forced): ", "bold"), (PLAN_TEXT, "dim"))
     handler = _LogToView(narrator)
     logger.addHandler(handler)
+    recording = workspace.workdir / "requests.jsonl"
+    models = [model] if summarizer is model else [model, summarizer]
+    removers = [m.add_listener(_recorder(recording)) for m in models]
     view.start()
     try:
         view.status("step 1: loading the model and reading the prompt")
@@ -319,12 +350,33 @@ async def run_demo(
     finally:
         view.stop()
         logger.removeHandler(handler)
-    result.guided_steps = guide.guided_steps
-    result.replaced_steps = guide.replaced_steps
+        for remove in removers:
+            remove()
+        if isinstance(model, LocalChatModel):
+            model.constrain = None
+    result.records = guide.records
+    result.answer = guide.answer
     result.provider_prompt, result.provider_cached = guide.prompt_tokens, guide.cached_tokens
     result.items = await workspace.list_items(agent.session_id)
-    result.agent_cache = cache_meter(model)
+    result.agent_cache, result.summary_cache = cache_meters(model)
     if summarizer is not model:
-        result.summary_cache = cache_meter(summarizer)
+        result.summary_cache = cache_meters(summarizer)[0]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _recorder(path: Path) -> Callable[[ModelCall], None]:
+    """Appends every request as sent, and its answer, to ``path`` (one JSON a line)."""
+
+    def record(call: ModelCall) -> None:
+        row = {
+            "model": call.model,
+            "messages": [m.model_dump(mode="json") for m in call.messages],
+            "tools": [t.name for t in call.tools],
+            "tool_choice": call.tool_choice,
+            "response": call.response.model_dump(mode="json"),
+        }
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    return record

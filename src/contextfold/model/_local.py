@@ -140,7 +140,9 @@ class LocalChatModel(ChatModelBase):
     predicted); :attr:`kv_cache` keeps running totals, structured output included.
 
     ``context_size`` is llama.cpp's ``n_ctx`` (default 8192, SmolLM2's trained window).
-    Requires the ``local`` extra.
+    ``constrain`` (settable later as :attr:`constrain`) narrows the grammar of a call's
+    arguments per call: the prompt still shows each tool's own schema, so the prompt
+    prefix, and the KV cache, do not change. Requires the ``local`` extra.
     """
 
     def __init__(
@@ -153,6 +155,7 @@ class LocalChatModel(ChatModelBase):
         max_tokens: int = 512,
         temperature: float = 0.2,
         seed: int | None = 0,
+        constrain: Callable[[ToolSpec], dict[str, Any] | None] | None = None,
         **kwargs: Any,
     ) -> None:
         if chat_format not in _SUPPORTED_FORMATS:
@@ -176,6 +179,10 @@ class LocalChatModel(ChatModelBase):
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
+        self.constrain = constrain
+        """Given the tool about to be called, the JSON schema its arguments are decoded
+        under (narrower than its own, e.g. an ``enum`` of the values valid now), or
+        ``None`` for the tool's own schema."""
         self._counter = counter
         self._llama: Llama | None = None
         self._lock = threading.Lock()
@@ -224,7 +231,9 @@ class LocalChatModel(ChatModelBase):
     def _schema_grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
         from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
-        text = json.dumps(schema, sort_keys=True)
+        # In the schema's own order: properties are written in that order, so a later
+        # field's allowed values can depend on an earlier one (through ``anyOf``).
+        text = json.dumps(schema)
 
         def build() -> LlamaGrammar:
             try:
@@ -367,9 +376,8 @@ class LocalChatModel(ChatModelBase):
         if emit is not None:
             emit(ToolCallDelta(index=0, id=call_id, name=tool.name))
             on_text = lambda t: emit(ToolCallDelta(index=0, arguments=t))  # noqa: E731
-        done = self._complete(
-            prompt, grammar=self._schema_grammar(tool.parameters), on_text=on_text
-        )
+        schema = (self.constrain(tool) if self.constrain is not None else None) or tool.parameters
+        done = self._complete(prompt, grammar=self._schema_grammar(schema), on_text=on_text)
         block = _call_block(call_id, tool.name, done.text)
         stop = "max_tokens" if done.finish_reason == "length" else "tool_use"
         # The forced "functions.<name>:" prefix is prompt for llama.cpp; for a call the
