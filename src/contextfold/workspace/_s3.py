@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import glob
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ _SEGMENT_DIGITS = 12
 _INDEX = "index.json"
 _STATE = "state.json"
 _ID_FILE = "session_id"
+_INDEX_DIR = "contextfold-s3-"
+"""The search indexes' directories in the temporary directory: ``{_INDEX_DIR}{pid}-...``."""
 _ATTEMPTS = 8
 """Tries of one append when a purge of the same session races it."""
 
@@ -70,12 +73,13 @@ class S3Workspace(SearchableWorkspace):
     extra.
 
     Search runs on a SQLite FTS5 index of this instance's own (see ``_side_index``), in a
-    private temporary directory removed by :meth:`close`. An offload is indexed as it is
-    stored; what other workers (or this bucket before the process started) stored is
-    indexed by a catch-up: all of ``sessions/`` in :meth:`initialize`, and before each
-    search one LIST of what it covers (the session's folder, or ``sessions/``) with a GET
-    of each segment or tool result the index lacks. Items the listing no longer shows
-    leave the index, and no hit names one.
+    private temporary directory removed by :meth:`close` (or, if the process is killed,
+    by the next instance opened with the same temporary directory). An offload is
+    indexed as it is stored; what other workers (or this bucket before the process
+    started) stored is indexed by a catch-up: all of ``sessions/`` in :meth:`initialize`,
+    and before each search one LIST of what it covers (the session's folder, or
+    ``sessions/``) with a GET of each segment or tool result the index lacks. Items the
+    listing no longer shows leave the index, and no hit names one.
 
     Also a :class:`BlobStore` (``blobs/{sha256}``), the large-object tier of
     ``PostgresWorkspace(..., blobs=S3Workspace(...))``.
@@ -658,10 +662,27 @@ class S3Workspace(SearchableWorkspace):
 
 
 def _open_index() -> SideIndex:
-    """A search index in a new private (0700) temporary directory."""
-    index = SideIndex(os.path.join(tempfile.mkdtemp(prefix="contextfold-s3-"), INDEX_FILE))
+    """A search index in a new private (0700) temporary directory named after this
+    process; first the directories of processes that are gone (killed before
+    :meth:`S3Workspace.close`) are removed, since they hold offloaded text."""
+    for path in glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), f"{_INDEX_DIR}*")):
+        pid = os.path.basename(path)[len(_INDEX_DIR) :].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+    root = tempfile.mkdtemp(prefix=f"{_INDEX_DIR}{os.getpid()}-")
+    index = SideIndex(os.path.join(root, INDEX_FILE))
     index.open()
     return index
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive, and not ours to remove
+        return True
+    return True
 
 
 def _remove_index(index: SideIndex) -> None:
