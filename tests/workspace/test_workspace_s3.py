@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
@@ -37,12 +39,16 @@ class TestS3Workspace(BuiltinWorkspaceTests, WorkspaceContract):
         return Backend(new=new, spec=spec, writers=8, writes=25)
 
 
-@pytest.fixture
-async def s3ws(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> AsyncIterator[S3Workspace]:
+async def _opened(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> AsyncIterator[S3Workspace]:
     ws = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
     await ws.initialize()
     yield ws
     await ws.close()
+
+
+s3ws = pytest.fixture(_opened, name="s3ws")
+worker = pytest.fixture(_opened, name="worker")
+"""A second instance over the same bucket and prefix: another worker."""
 
 
 async def _texts(ws: BaseWorkspace, session_id: str) -> list[str]:
@@ -175,3 +181,108 @@ async def test_purge_puts_data_back_when_a_writer_references_it_meanwhile(
     assert await ws.read_bytes(ref) == base64.b64decode(PNG)
     assert [i.ref for i in await ws.list_items("s2")] == [ref]
     await ws.close()
+
+
+# -- search: the index of each instance follows what the bucket holds ------------------------
+
+
+async def _best(ws: S3Workspace, word: str, session_id: str | None = None) -> tuple[str, int, str]:
+    """``(path, line, text)`` of the best hit for ``word``."""
+    hit = (await ws.search(word, session_id=session_id))[0]
+    if hit.kind == "context":
+        text = Msg.model_validate_json(await ws.read(hit.ref, offset=hit.offset, limit=1)).text
+    else:
+        text = await ws.read(hit.ref)
+    return hit.path, hit.offset, text
+
+
+async def test_another_worker_finds_what_one_wrote_at_its_lines(
+    s3ws: S3Workspace, worker: S3Workspace
+) -> None:
+    # Both append to one log in turns, so each one's index misses the other's segments.
+    await s3ws.offload_context("s1", [Msg("user", f"alpha line{i}", "user") for i in range(2)])
+    await worker.offload_context("s1", [Msg("user", "beta line2", "user")])
+    await s3ws.offload_context("s1", [Msg("user", "gamma line3", "user")])
+    await s3ws.offload_tool_result("s1", ToolResultBlock(id="c1", name="t", output="delta out"))
+    for ws in (s3ws, worker):
+        assert [await _best(ws, w) for w in ("line1", "line2", "line3", "delta")] == [
+            ("sessions/s1/context.jsonl", 1, "alpha line1"),
+            ("sessions/s1/context.jsonl", 2, "beta line2"),
+            ("sessions/s1/context.jsonl", 3, "gamma line3"),
+            ("sessions/s1/tool_result-c1.txt", 0, "delta out"),
+        ]
+
+
+async def test_the_index_catches_up_after_a_restart(
+    s3ws: S3Workspace, s3_endpoint: str, s3_bucket: str, s3_prefix: str
+) -> None:
+    long_id = "a session id longer than the key cap " * 5
+    await s3ws.offload_context(long_id, [Msg("user", f"entry marker{i}", "user") for i in range(3)])
+    await s3ws.offload_tool_result(long_id, ToolResultBlock(id="c", name="t", output="epsilon"))
+    await s3ws.close()
+    restarted = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await restarted.initialize()  # indexes the bucket: the index went with the old process
+    assert restarted._index is not None
+    assert len(restarted._index.indexed()) == 2
+    hit = (await restarted.search("marker2"))[0]
+    assert (hit.offset, hit.session_id) == (2, long_id)
+    [hit] = await restarted.search("epsilon", session_id=long_id)
+    assert await restarted.read(hit.ref) == "epsilon"
+    await restarted.close()
+
+
+async def test_another_workers_purge_and_rewrite_leave_no_stale_hit(
+    s3ws: S3Workspace, worker: S3Workspace
+) -> None:
+    await s3ws.offload_context("s1", [Msg("user", "old words here", "user")])
+    await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="old result"))
+    await s3ws.offload_context("s2", [Msg("user", "old in s2", "user")])
+    assert len(await s3ws.search("old")) == 3
+    await worker.purge("s1")
+    await worker.purge("s2")
+    await worker.offload_context("s1", [Msg("user", "new words, written longer", "user")])
+    await worker.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="new result!"))
+    assert await s3ws.search("old") == []
+    assert await _best(s3ws, "written", "s1") == (
+        "sessions/s1/context.jsonl",
+        0,
+        "new words, written longer",
+    )
+    assert (await _best(s3ws, "result", "s1"))[2] == "new result!"
+
+
+async def test_own_offloads_are_indexed_as_written_not_fetched_back(
+    s3ws: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3):
+        await s3ws.offload_context("s1", [Msg("user", f"entry marker{i}", "user")])
+    await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="zeta"))
+    fetched: list[str] = []
+    get_obj = S3Workspace._get_obj
+
+    async def counting(self: S3Workspace, key: str) -> tuple[bytes, str] | None:
+        fetched.append(key)
+        return await get_obj(self, key)
+
+    monkeypatch.setattr(S3Workspace, "_get_obj", counting)
+    assert [(await s3ws.search(f"marker{i}"))[0].offset for i in range(3)] == [0, 1, 2]
+    assert fetched == []  # one LIST per search, no GET: the index already held them
+
+
+async def test_the_index_of_a_killed_process_is_removed_and_close_removes_its_own(
+    s3_endpoint: str,
+    s3_bucket: str,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    live = f"contextfold-s3-{os.getpid()}-y"
+    os.mkdir(tmp_path / f"contextfold-s3-{2**22 + 1}-x")  # above any pid_max: never alive
+    os.mkdir(tmp_path / live)
+    ws = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    await ws.initialize()
+    [mine] = set(os.listdir(tmp_path)) - {live}
+    assert mine.startswith(f"contextfold-s3-{os.getpid()}-")
+    await ws.close()
+    assert os.listdir(tmp_path) == [live]

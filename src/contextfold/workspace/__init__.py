@@ -2,9 +2,9 @@
 
 Every built-in workspace is an ``Offloader``, ``DataOffloader``, ``WorkspaceReader`` and
 ``SessionStore``, and passes the same contract suite, which your own offloader can run
-too: :class:`contextfold.testing.WorkspaceContract`. All but ``S3Workspace`` are also a
-``WorkspaceSearch`` (ranked full-text search). ``S3Workspace`` is also a ``BlobStore``: the
-large-object tier of ``PostgresWorkspace(..., blobs=S3Workspace(...))``.
+too: :class:`contextfold.testing.WorkspaceContract`. All are also a ``WorkspaceSearch``
+(ranked full-text search). ``S3Workspace`` is also a ``BlobStore``: the large-object tier of
+``PostgresWorkspace(..., blobs=S3Workspace(...))``.
 """
 
 from ._base import BaseWorkspace

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import glob
 import json
+import os
+import shutil
+import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._exceptions import MissingDependencyError, WorkspaceError
 from .._logging import logger
-from ._base import BaseWorkspace
 from ._blobs import check_digest
+from ._grep import Deadline, off_loop
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+from ._search import RawHit, SearchableWorkspace
+from ._side_index import INDEX_FILE, SideIndex
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -26,11 +35,13 @@ _SEGMENT_DIGITS = 12
 _INDEX = "index.json"
 _STATE = "state.json"
 _ID_FILE = "session_id"
+_INDEX_DIR = "contextfold-s3-"
+"""The search indexes' directories in the temporary directory: ``{_INDEX_DIR}{pid}-...``."""
 _ATTEMPTS = 8
 """Tries of one append when a purge of the same session races it."""
 
 
-class S3Workspace(BaseWorkspace):
+class S3Workspace(SearchableWorkspace):
     """The workspace in a bucket of any S3-compatible store (AWS S3, MinIO, Ceph, R2, ...).
 
     Layout under ``prefix``::
@@ -60,6 +71,15 @@ class S3Workspace(BaseWorkspace):
     (``region_name``, ``aws_access_key_id``, ``config``, ...). The bucket must exist.
     References are workspace-relative (``sessions/s1/context.jsonl``). Needs the ``s3``
     extra.
+
+    Search runs on a SQLite FTS5 index of this instance's own (see ``_side_index``), in a
+    private temporary directory removed by :meth:`close` (or, if the process is killed,
+    by the next instance opened with the same temporary directory). An offload is
+    indexed as it is stored; what other workers (or this bucket before the process
+    started) stored is indexed by a catch-up: all of ``sessions/`` in :meth:`initialize`,
+    and before each search one LIST of what it covers (the session's folder, or
+    ``sessions/``) with a GET of each segment or tool result the index lacks. Items the
+    listing no longer shows leave the index, and no hit names one.
 
     Also a :class:`BlobStore` (``blobs/{sha256}``), the large-object tier of
     ``PostgresWorkspace(..., blobs=S3Workspace(...))``.
@@ -91,6 +111,9 @@ class S3Workspace(BaseWorkspace):
         self._append_locks: dict[str, asyncio.Lock] = {}
         self._queued: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
         self._ids_written: set[str] = set()
+        self._index: SideIndex | None = None
+        self._tips: dict[str, tuple[int, int]] = {}
+        """Session key -> (segments, bytes) of its log the index holds, where known."""
 
     def __repr__(self) -> str:
         return f"S3Workspace(bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -117,17 +140,24 @@ class S3Workspace(BaseWorkspace):
             async with self._boundary("find the bucket", ""):
                 await self._s3().head_bucket(Bucket=self.bucket)
             await self._check_conditional_writes()
+            if self._index is None:
+                self._index = await asyncio.to_thread(_open_index)
+            await self._catch_up(None)
         except BaseException:
             await self.close()
             raise
         self._initialized = True
 
     async def close(self) -> None:
-        """Close the client."""
+        """Close the client and remove the search index."""
         stack, self._stack, self._client = self._stack, None, None
+        index, self._index = self._index, None
         self._initialized = False
+        self._tips.clear()
         if stack is not None:
             await stack.aclose()
+        if index is not None:
+            await asyncio.to_thread(_remove_index, index)
 
     async def _check_conditional_writes(self) -> None:
         key = f".contextfold-probe/{uuid.uuid4().hex}"
@@ -301,8 +331,9 @@ class S3Workspace(BaseWorkspace):
                 if entry[1].done():
                     return  # written by the call before
                 batch = [e for e in self._queued.pop(skey, []) if not e[1].done()]
+                joined = b"".join(p for p, _ in batch)
                 try:
-                    await self._append_segment(skey, b"".join(p for p, _ in batch))
+                    n = await self._append_segment(skey, joined)
                 except BaseException:
                     others = [e for e in batch if e is not entry]
                     self._queued[skey] = others + self._queued.get(skey, [])
@@ -310,19 +341,21 @@ class S3Workspace(BaseWorkspace):
                 for _, done in batch:
                     if not done.done():
                         done.set_result(None)
+                await self._index_segment(skey, n, joined)
         except asyncio.CancelledError:
             if entry in self._queued.get(skey, []):
                 self._queued[skey].remove(entry)
             raise
 
-    async def _append_segment(self, skey: str, payload: bytes) -> None:
+    async def _append_segment(self, skey: str, payload: bytes) -> int:
+        """Store ``payload`` as the session's next segment; its number."""
         for _ in range(_ATTEMPTS):
             count, etag = await self._read_index(skey)
             n = count
             while not await self._put(self._segment(skey, n), payload, create=True):
                 n = await self._after(skey, n)  # taken: go past the last one stored
             if await self._publish(skey, n, count, etag):
-                return
+                return n
             # A purge removed the segments below ours: take ours back and start over.
             await self._delete([self._segment(skey, n)])
         raise WorkspaceError(f"could not append to session key {skey}: purged while writing")
@@ -386,6 +419,8 @@ class S3Workspace(BaseWorkspace):
         name = tool_file(tkey)
         while not await self._put(f"sessions/{skey}/{name}", body, create=True):
             name = tool_file(tkey, unique=True)
+        if self._index is not None:
+            await asyncio.to_thread(self._index.tool_stored, skey, name, body)  # once stored
         return name
 
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -423,37 +458,39 @@ class S3Workspace(BaseWorkspace):
     async def _sessions(self) -> list[str]:
         return await self._gather(self._session_id(k) for k in await self._list_dirs("sessions/"))
 
-    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+    async def _layout(self, skey: str | None) -> dict[str, _Listed]:
+        """What one LIST shows under ``sessions/`` (or one session's folder), by key."""
         listing = await self._list("sessions/" if skey is None else f"sessions/{skey}/")
-        by_session: dict[str, list[tuple[str, int]]] = {}
+        out: dict[str, _Listed] = {}
         for key, size in listing:
             if skey is not None:
                 key = f"{skey}/{key}"
             owner, _, rest = key.partition("/")
-            by_session.setdefault(owner, []).append((rest, size))
+            listed = out.setdefault(owner, _Listed())
+            if rest.startswith("context/") and rest.endswith(".jsonl"):
+                number = rest[len("context/") : -len(".jsonl")]
+                if number.isdigit():
+                    listed.segments[int(number)] = size
+            elif rest.startswith("data/"):
+                listed.data.append(rest[len("data/") :])
+            elif rest.startswith("tool_result-"):
+                try:
+                    parse_ref(f"sessions/{owner}/{rest}")
+                except ValueError:
+                    continue
+                listed.tools[rest] = size
+        return out
+
+    async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         out: list[tuple[ItemPath, int, str | None]] = []
         data_names: list[str] = []
-        for key, entries in by_session.items():
+        for key, listed in (await self._layout(skey)).items():
             sid = await self._session_id(key)
-            segments: dict[int, int] = {}
-            for rest, size in entries:
-                if rest.startswith("context/") and rest.endswith(".jsonl"):
-                    number = rest[len("context/") : -len(".jsonl")]
-                    if number.isdigit():
-                        segments[int(number)] = size
-                elif rest.startswith("data/"):
-                    data_names.append(rest[len("data/") :])
-                elif rest.startswith("tool_result-"):
-                    try:
-                        out.append((parse_ref(f"sessions/{key}/{rest}"), size, sid))
-                    except ValueError:
-                        continue
-            total, n = 0, 0
-            while n in segments:  # the readable log: segments 0, 1, ... without a gap
-                total += segments[n]
-                n += 1
-            if n:
-                out.append((ItemPath("context", key, CONTEXT_FILE), total, sid))
+            for name, size in listed.tools.items():
+                out.append((ItemPath("tool_result", key, name), size, sid))
+            data_names.extend(listed.data)
+            if log := listed.log():
+                out.append((ItemPath("context", key, CONTEXT_FILE), sum(log), sid))
         if skey is None:
             for name, size in await self._list("data/"):
                 if _is_data_name(name):
@@ -470,6 +507,9 @@ class S3Workspace(BaseWorkspace):
     # -- purge -----------------------------------------------------------------------------
 
     async def _purge(self, skey: str) -> None:
+        self._tips.pop(skey, None)
+        if self._index is not None:
+            await asyncio.to_thread(self._index.drop_session, skey)  # before the objects go
         keys = [k for k, _ in await self._list(f"sessions/{skey}/")]
         names = [k[len("data/") :] for k in keys if k.startswith("data/")]
         await self._delete(f"sessions/{skey}/{k}" for k in keys)
@@ -494,6 +534,114 @@ class S3Workspace(BaseWorkspace):
         if await self._any(f"data-refs/{name}/"):
             await self._put(f"data/{name}", got[0])
 
+    # -- search ----------------------------------------------------------------------------
+
+    async def _index_segment(self, skey: str, n: int, payload: bytes) -> None:
+        """Index segment ``n``, just stored, if the index holds exactly the segments before
+        it; else (another writer's segments between) the next catch-up indexes them all,
+        in order, since a line's offset depends on every segment before it."""
+        index = self._index
+        tip = self._tips.pop(skey, (0, 0) if n == 0 else None)
+        if index is None or tip is None or tip[0] != n:
+            return
+        if await asyncio.to_thread(index.log_extended, skey, tip[1], payload):
+            self._tips[skey] = (n + 1, tip[1] + len(payload))
+
+    async def _catch_up(self, skey: str | None) -> set[tuple[str, str]]:
+        """Bring the index to what one listing of ``sessions/`` (or of the session
+        ``skey``) shows: index what it lacks, drop what the bucket lost. The
+        ``(session key, name)`` of every item listed."""
+        index = self._index
+        if index is None:
+            return set()
+        layout = await self._layout(skey)
+        indexed = await asyncio.to_thread(index.indexed)
+        present: set[tuple[str, str]] = set()
+        work: list[Awaitable[None]] = []
+        for key, listed in layout.items():
+            sizes = listed.log()
+            if sizes:
+                present.add((key, CONTEXT_FILE))
+                work.append(self._catch_up_log(index, key, sizes, indexed.get((key, CONTEXT_FILE))))
+            for name, size in listed.tools.items():
+                present.add((key, name))
+                if indexed.get((key, name)) != size:
+                    work.append(self._catch_up_tool(index, key, name, (key, name) in indexed))
+        gone: dict[str, list[str]] = {}
+        for key, name in indexed:
+            if (skey is None or key == skey) and (key, name) not in present:
+                gone.setdefault(key, []).append(name)
+        for key, names in gone.items():  # purged by another worker
+            if CONTEXT_FILE in names:
+                self._tips.pop(key, None)
+            if key not in layout:
+                await asyncio.to_thread(index.drop_session, key)
+                continue
+            for name in names:
+                await asyncio.to_thread(index.drop_item, key, name)
+        await self._gather(work)
+        return present
+
+    async def _catch_up_log(
+        self, index: SideIndex, skey: str, sizes: list[int], upto: int | None
+    ) -> None:
+        """Index the segments past the ``upto`` bytes indexed (all of them when ``upto``
+        ends inside a segment: the log was purged and written again)."""
+        done, total = 0, 0
+        while done < len(sizes) and total < (upto or 0):
+            total += sizes[done]
+            done += 1
+        if total != (upto or 0):
+            self._tips.pop(skey, None)
+            await asyncio.to_thread(index.drop_item, skey, CONTEXT_FILE)
+            done = total = 0
+        if done == len(sizes):
+            self._tips.setdefault(skey, (done, total))
+            return
+        parts = await self._gather(
+            self._get_obj(self._segment(skey, n)) for n in range(done, len(sizes))
+        )
+        bodies: list[bytes] = []
+        for part in parts:
+            if part is None:  # purged meanwhile
+                break
+            bodies.append(part[0])
+        payload = b"".join(bodies)
+        if await asyncio.to_thread(index.log_extended, skey, total, payload):
+            self._tips[skey] = (done + len(bodies), total + len(payload))
+
+    async def _catch_up_tool(self, index: SideIndex, skey: str, name: str, stale: bool) -> None:
+        got = await self._get_obj(f"sessions/{skey}/{name}")
+        if stale:  # indexed at another size: stored again after a purge
+            await asyncio.to_thread(index.drop_item, skey, name)
+        if got is not None:
+            await asyncio.to_thread(index.tool_stored, skey, name, got[0])
+
+    async def _search(
+        self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
+    ) -> list[RawHit]:
+        index = self._index
+        if index is None:
+            raise WorkspaceError("S3Workspace is closed; call `await initialize()`")
+        try:
+            async with asyncio.timeout(deadline.left()):
+                present = await self._catch_up(skey)
+        except TimeoutError:
+            raise deadline.expired() from None
+        try:
+            hits = await off_loop(
+                index.query, terms, skey, limit, time.monotonic() + deadline.left()
+            )
+        except TimeoutError:
+            raise deadline.expired() from None
+        keys = {h.skey for h in hits}
+        ids = dict(zip(keys, await self._gather(self._session_id(k) for k in keys), strict=True))
+        return [
+            dataclasses.replace(h, session_id=ids[h.skey])
+            for h in hits
+            if (h.skey, h.name) in present  # never an item the listing did not show
+        ]
+
     # -- BlobStore -------------------------------------------------------------------------
 
     async def put_blob(self, digest: str, body: bytes) -> None:
@@ -513,6 +661,35 @@ class S3Workspace(BaseWorkspace):
         await self._delete(f"blobs/{check_digest(d)}" for d in digests)
 
 
+def _open_index() -> SideIndex:
+    """A search index in a new private (0700) temporary directory named after this
+    process; first the directories of processes that are gone (killed before
+    :meth:`S3Workspace.close`) are removed, since they hold offloaded text."""
+    for path in glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), f"{_INDEX_DIR}*")):
+        pid = os.path.basename(path)[len(_INDEX_DIR) :].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+    root = tempfile.mkdtemp(prefix=f"{_INDEX_DIR}{os.getpid()}-")
+    index = SideIndex(os.path.join(root, INDEX_FILE))
+    index.open()
+    return index
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive, and not ours to remove
+        return True
+    return True
+
+
+def _remove_index(index: SideIndex) -> None:
+    index.close()
+    shutil.rmtree(os.path.dirname(index.path), ignore_errors=True)
+
+
 _SESSIONS: dict[int, Any] = {}
 
 
@@ -520,8 +697,6 @@ def _session() -> Any:
     """One aiobotocore session per process: it caches resolved credentials (refreshed by
     botocore when they expire) and the service model, which takes 0.5 s to load; a forked
     process gets a session of its own that shares the parent's loaded model."""
-    import os
-
     from aiobotocore.session import get_session
 
     pid = os.getpid()
@@ -532,6 +707,25 @@ def _session() -> Any:
         _SESSIONS.clear()
         _SESSIONS[pid] = session
     return _SESSIONS[pid]
+
+
+@dataclass
+class _Listed:
+    """One session's objects in a listing."""
+
+    segments: dict[int, int] = field(default_factory=dict)
+    """Context segment number -> size."""
+    tools: dict[str, int] = field(default_factory=dict)
+    """Tool-result file name -> size."""
+    data: list[str] = field(default_factory=list)
+    """Names of the data the session references."""
+
+    def log(self) -> list[int]:
+        """The sizes of the readable log: segments 0, 1, ... up to the first gap."""
+        sizes: list[int] = []
+        while len(sizes) in self.segments:
+            sizes.append(self.segments[len(sizes)])
+        return sizes
 
 
 def _code(exc: Any) -> str:

@@ -1,11 +1,13 @@
-"""LocalWorkspace's search index: SQLite FTS5 in ``{workdir}/search.sqlite3`` (WAL, 0600).
+"""A search index beside a store that cannot hold one: SQLite FTS5 in a file (WAL, 0600).
 
-Files and the index cannot share a transaction, so the order is what keeps them true: a
-write reaches the file first and the index after; a purge leaves the index first and the
-files after. The index may therefore lag the files (a crash in between) but never claim
-what they lack, and it records how many bytes of each context log it holds, so the next
-append to that log, or the next ``initialize()``, indexes the lines it missed. Searches
-read on a connection of their own, so a long one never holds up an offload.
+``LocalWorkspace`` keeps it in ``{workdir}/search.sqlite3``; ``S3Workspace`` in a
+temporary file of its own, one per instance. The store and the index cannot share a
+transaction, so the order is what keeps them true: a write reaches the store first and
+the index after; a purge leaves the index first and the store after. The index may
+therefore lag the store (a crash in between, another writer) but never claim what it
+lacks, and it records how many bytes of each context log it holds, so the backend's
+catch-up indexes the lines it missed. Searches read on a connection of their own, so a
+long one never holds up an offload.
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ class SideIndex:
         if conn is not None:
             conn.close()
 
-    def _write(self, what: str, change: Callable[[sqlite3.Connection], None]) -> None:
+    def _write(self, what: str, change: Callable[[sqlite3.Connection], None]) -> bool:
         """Run ``change`` in one transaction; a failure only leaves the index behind (it
-        catches up later), so it is logged, not raised: the content is stored."""
+        catches up later), so it is logged, not raised: the content is stored. Whether
+        the transaction committed."""
         with self._lock:
             conn = self._conn
             if conn is None:
-                return
+                return False
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -72,6 +75,8 @@ class SideIndex:
                 logger.warning(
                     "search index %s: %s failed (%s); it catches up later", self.path, what, exc
                 )
+                return False
+            return True
 
     def log_appended(self, skey: str, fd: int, size_before: int, payload: bytes) -> None:
         """Index ``payload``, just appended at ``size_before`` to the log open as ``fd``
@@ -83,14 +88,25 @@ class SideIndex:
                 _fts.drop_item(c, skey, CONTEXT_FILE)
                 upto = lines = 0
             if upto < size_before:
-                docs = context_docs(os.pread(fd, size_before - upto, upto), lines)
-                _fts.add_docs(c, skey, CONTEXT_FILE, docs)
-                lines += len(docs)
-            docs = context_docs(payload, lines)
-            _fts.add_docs(c, skey, CONTEXT_FILE, docs)
-            _fts.set_source(c, skey, CONTEXT_FILE, size_before + len(payload), lines + len(docs))
+                upto, lines = _extend(c, skey, upto, lines, os.pread(fd, size_before - upto, upto))
+            _extend(c, skey, upto, lines, payload)
 
         self._write(f"indexing sessions/{skey}/{CONTEXT_FILE}", change)
+
+    def log_extended(self, skey: str, upto_before: int, payload: bytes) -> bool:
+        """Index ``payload``, stored right after the first ``upto_before`` bytes of the
+        session's log, if those are exactly what the index holds of it (a log stored in
+        pieces, each indexed once, in order); whether it did."""
+        extended = False
+
+        def change(c: sqlite3.Connection) -> None:
+            nonlocal extended
+            upto, lines = _fts.get_source(c, skey, CONTEXT_FILE) or (0, 0)
+            if upto == upto_before:
+                _extend(c, skey, upto, lines, payload)
+                extended = True
+
+        return self._write(f"indexing sessions/{skey}/{CONTEXT_FILE}", change) and extended
 
     def tool_stored(self, skey: str, name: str, body: bytes) -> None:
         def change(c: sqlite3.Connection) -> None:
@@ -99,6 +115,9 @@ class SideIndex:
                 _fts.set_source(c, skey, name, len(body), 1)
 
         self._write(f"indexing sessions/{skey}/{name}", change)
+
+    def drop_item(self, skey: str, name: str) -> None:
+        self._write(f"dropping sessions/{skey}/{name}", lambda c: _fts.drop_item(c, skey, name))
 
     def drop_session(self, skey: str) -> None:
         self._write(f"dropping sessions/{skey}", lambda c: _fts.drop_session(c, skey))
@@ -116,3 +135,15 @@ class SideIndex:
     ) -> list[RawHit]:
         conn = _fts.reader(self.path, busy=max(0.0, deadline - time.monotonic()))
         return _fts.fts_query(conn, terms, skey, limit, deadline)
+
+
+def _extend(
+    c: sqlite3.Connection, skey: str, upto: int, lines: int, payload: bytes
+) -> tuple[int, int]:
+    """Index whole log lines ``payload`` stored at byte ``upto``, line ``lines``; the new
+    ``(upto, lines)``."""
+    docs = context_docs(payload, lines)
+    _fts.add_docs(c, skey, CONTEXT_FILE, docs)
+    upto, lines = upto + len(payload), lines + len(docs)
+    _fts.set_source(c, skey, CONTEXT_FILE, upto, lines)
+    return upto, lines
