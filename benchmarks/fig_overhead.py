@@ -46,11 +46,8 @@ async def replay_pairs(sessions: list[Any], context_size: int) -> list[tuple[Run
     return pairs
 
 
-_steps = reasoning_steps
-
-
 def _replay_rows(pairs: list[tuple[RunResult, Any]]) -> tuple[list[str], str | None]:
-    ref_steps = [t for r, _ in pairs for t in _steps(r)]
+    ref_steps = [t for r, _ in pairs for t in reasoning_steps(r)]
     ours_ok = [(r, o) for r, o in pairs if isinstance(o, RunResult)]
     note = next((o for _, o in pairs if isinstance(o, str)), None)
     ref_total = sum(r.total_overhead for r, _ in pairs)
@@ -59,9 +56,11 @@ def _replay_rows(pairs: list[tuple[RunResult, Any]]) -> tuple[list[str], str | N
         f"| AgentScope | {fmt_ms(median(ref_steps))} | {ref_total:.2f} s | {comps} |",
     ]
     if ours_ok and len(ours_ok) == len(pairs):
-        our_steps = [t for _, o in ours_ok for t in _steps(o)]
+        our_steps = [t for _, o in ours_ok for t in reasoning_steps(o)]
         our_total = sum(o.total_overhead for _, o in ours_ok)
-        run_ratios = [ratio(median(_steps(r)), median(_steps(o))) for r, o in ours_ok]
+        run_ratios = [
+            ratio(median(reasoning_steps(r)), median(reasoning_steps(o))) for r, o in ours_ok
+        ]
         ocomps = sum(len(o.compressions) for _, o in ours_ok)
         rows.append(f"| contextfold | {fmt_ms(median(our_steps))} | {our_total:.2f} s | {ocomps} |")
         rows.append(

@@ -501,8 +501,8 @@ class PostgresWorkspace(SearchableWorkspace):
     ) -> None:
         """Index the session's chunks past the indexed one; the caller holds the lock.
 
-        ``known`` holds payloads by chunk id, so a chunk just written as a blob is indexed
-        from memory; any other blob chunk is read from the blob store.
+        ``known`` holds payloads by chunk id: a chunk just written is indexed from memory,
+        not read back (from PostgreSQL, or from the blob store); any other chunk is read.
         """
         p = self._p
         row = await con.fetchrow(
@@ -511,12 +511,14 @@ class PostgresWorkspace(SearchableWorkspace):
             CONTEXT_FILE,
         )
         upto, lines = int(row["upto"]), int(row["lines"])
+        known = known or {}
         chunks = await con.fetch(
-            f"SELECT id, body, blob FROM {p}context_chunks WHERE skey = $1 AND id > $2 ORDER BY id",
+            f"SELECT id, blob, CASE WHEN id = ANY($3::bigint[]) THEN NULL ELSE body END "
+            f"AS body FROM {p}context_chunks WHERE skey = $1 AND id > $2 ORDER BY id",
             skey,
             upto,
+            list(known),
         )
-        known = known or {}
         for chunk in chunks:
             payload = known.get(int(chunk["id"]))
             if payload is None:
