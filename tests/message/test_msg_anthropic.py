@@ -266,6 +266,18 @@ def test_base64_data_url_source_is_sent_as_base64() -> None:
     }
 
 
+def test_data_url_type_decides_block_kind_over_declared_media_type() -> None:
+    # The provider sees the data URL's own type, so the block kind follows it (as the
+    # OpenAI converter does); a declared "application/pdf" used to send an image as a
+    # document, which the reader then rejected.
+    url = f"data:image/png;base64,{PNG}"
+    block = DataBlock(source=URLSource(url=url, media_type="application/pdf"))
+    system, wire = to_anthropic_request([Msg("user", [block], "user")])
+    assert wire[0]["content"][0]["type"] == "image"
+    again = from_anthropic_messages(wire, system=system or None, strict=False)
+    assert to_anthropic_request(again) == (system, wire)
+
+
 def test_audio_raises_naming_the_message() -> None:
     block = DataBlock(source=Base64Source(media_type="audio/wav", data="UklGRg=="))
     with pytest.raises(MessageFormatError, match="message 1: content"):

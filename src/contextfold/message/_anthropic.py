@@ -480,18 +480,22 @@ def _block_to(
 def _data_to(b: DataBlock, i: int, field: str, key: str, meta: dict[str, Any]) -> dict[str, Any]:
     src = b.source
     source: dict[str, Any]
+    kind = data_kind(b)
     if isinstance(src, URLSource):
         split = split_data_url(src.url)
         if split is not None:
             source = {"type": "base64", "media_type": split[0], "data": split[1]}
+            # A data: URL carries its own media type, and that is what the provider sees.
+            major = split[0].split("/", 1)[0]
+            kind = major if major in ("image", "audio", "video") else "file"
         else:
             source = {"type": "url", "url": src.url}
     else:
         source = {"type": "base64", "media_type": src.media_type, "data": src.data}
-    if data_kind(b) == "image":
+    if kind == "image":
         return {**_extra(meta, key), "type": "image", "source": source}
-    if data_kind(b) in ("audio", "video"):
-        fail(i, field, f"is {data_kind(b)}, which Anthropic does not accept")
+    if kind in ("audio", "video"):
+        fail(i, field, f"is {kind}, which Anthropic does not accept")
     out: dict[str, Any] = {**_extra(meta, key), "type": "document", "source": source}
     if b.name is not None:
         out["title"] = b.name
