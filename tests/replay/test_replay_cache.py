@@ -229,3 +229,22 @@ def test_replay_prints_the_cost_and_the_cache_read_share(swe_files: list[Path]) 
     assert "cache read" in " ".join(local.output.split())
     bad = CliRunner().invoke(app, ["replay", str(swe_files[0]), "--cache", "gemini"])
     assert bad.exit_code == 2
+
+
+async def test_the_ceiling_is_in_the_cache_models_units(swe_files: list[Path]) -> None:
+    # A run that never compresses, with the adapter's breakpoints, is exactly the perfect
+    # prefix cache once its requests pass the minimum: the simulated reads meet the
+    # ceiling. The old ceiling counted new messages with ``count_message`` and missed the
+    # wire framing the simulator counts, so it sat above what any cache could read.
+    from contextfold.replay import load_trajectory, replay_run
+
+    run = load_trajectory(swe_files[0])
+    result = await replay_run(run, context_size=10**9, cache="anthropic")
+    assert result.cost is not None
+    calls = result.cost.calls
+    assert calls[0].new_tokens == calls[0].uncached + calls[0].write + calls[0].read
+    for call in calls[1:]:
+        if call.read:  # the prefix passed the 1,024-token minimum
+            assert call.uncached + call.write == call.new_tokens, call
+    assert result.cost.cache_read_share > 0.5
+    assert abs(result.cost.ceiling_share - result.cost.cache_read_share) < 1e-9

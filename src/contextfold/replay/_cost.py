@@ -59,8 +59,10 @@ class CallCost(BaseModel):
     output: int
     dollars: float
     new_tokens: int = 0
-    """Tokens of messages added since the previous reasoning call (reasoning calls only):
-    what a perfect prefix cache would still have to read uncached."""
+    """Tokens, in the cache model's own block counts, of what this reasoning call sends for
+    the first time: the whole request for the first call, else the messages added since
+    the previous reasoning call (and a trailing usage note). What a perfect prefix cache
+    would still have to read uncached; 0 for summary calls."""
 
 
 class RunCost(BaseModel):
@@ -177,12 +179,25 @@ class CostLedger:
         *,
         tool_choice: ToolChoice | None = None,
         output_tokens: int,
-        new_tokens: int = 0,
+        new_messages: int | None = 0,
         at: float | None = None,
     ) -> CallCost:
-        """Account one call (in call order); returns its cost."""
+        """Account one call (in call order); returns its cost.
+
+        ``new_messages`` is how many trailing messages of ``messages`` are sent for the
+        first time (``None``: the whole request is, as for a run's first call); their
+        tokens are measured in the same block counts the cache model splits, so the
+        perfect-prefix ceiling and the simulated reads are in one unit.
+        """
         when = step * _STEP_SECONDS if at is None else at
-        usage = self.model.request(self.blocks_of(messages, tools, tool_choice), at=when)
+        blocks = self.blocks_of(messages, tools, tool_choice)
+        usage = self.model.request(blocks, at=when)
+        new_tokens = 0
+        if new_messages is None:
+            new_tokens = sum(b.tokens for b in blocks)
+        elif new_messages > 0:
+            kept = self.blocks_of(messages[: len(messages) - new_messages], tools, tool_choice)
+            new_tokens = sum(b.tokens for b in blocks) - sum(b.tokens for b in kept)
         rate = self.cost.rates
         dollars = (
             usage.uncached * rate["input"]

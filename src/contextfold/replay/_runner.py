@@ -16,7 +16,7 @@ from ..context import (
     Summarizer,
     TruncationEvent,
 )
-from ..message import DataBlock, Msg, ToolResultBlock, ToolSpec
+from ..message import DataBlock, Marker, Msg, ToolResultBlock, ToolSpec, marker_of
 from ..token import TokenCounter, counter_for_model
 from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
 from ._cache import CacheKind
@@ -87,6 +87,17 @@ def _shared_prefix(previous: Sequence[Msg], current: Sequence[Msg], counter: Tok
             break
         shared += counter.count_message(new)
     return shared
+
+
+def _new_tail(messages: Sequence[Msg], fresh: set[int]) -> int:
+    """How many trailing messages of a request are sent for the first time: those stored
+    since the previous call (``fresh``, by identity) and a trailing usage note."""
+    count = 0
+    for m in reversed(messages):
+        if id(m) not in fresh and marker_of(m) is not Marker.USAGE_HINT:
+            break
+        count += 1
+    return count
 
 
 async def replay_run(
@@ -164,7 +175,7 @@ async def replay_run(
     previous: list[Msg] = []
     previous_raw = 0
     seen = 0
-    added = 0  # tokens of the messages stored since the last reasoning call
+    fresh: set[int] = set()  # the messages stored since the last reasoning call
     try:
         for index, msg in enumerate(run.messages):
             if msg.role == "assistant":
@@ -181,9 +192,9 @@ async def replay_run(
                         messages,
                         model_input.tools,
                         output_tokens=_output_tokens(msg, counter),
-                        new_tokens=usage.total if not result.steps else added,
+                        new_messages=None if not result.steps else _new_tail(messages, fresh),
                     )
-                added = 0
+                fresh.clear()
                 if run_dump is not None:
                     run_dump.write(
                         "reasoning",
@@ -220,7 +231,7 @@ async def replay_run(
             else:
                 engine.append(msg)
                 stored = msg
-            added += counter.count_message(stored)
+            fresh.add(id(stored))
             raw_context += counter.count_message(msg)
     except Exception as exc:  # one broken run must not stop a batch; it is reported
         logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
