@@ -144,6 +144,49 @@ def test_files_inside_a_rendered_command_are_not_listed_twice() -> None:
     assert ledger.render().count("src/a.py") == 1
 
 
+def test_facts_the_fields_state_are_not_repeated_but_commands_are() -> None:
+    ledger = ArtifactLedger().merge(
+        [
+            ("command", "[1] pytest tests"),
+            ("file", "src/a.py"),
+            ("file", "a.py"),
+            ("error", "ValueError: bad x"),
+            ("identifier", "mask_id"),
+        ]
+    )
+    said = "Ran pytest tests; edited src/a.py and src/data.py. ValueError: bad x"
+    text = ledger.render(said)
+    assert "[1] pytest tests" in text  # the exit status is the ledger's own
+    assert "src/a.py" not in text
+    assert "ValueError: bad x" not in text
+    assert "a.py" in text.replace("src/a.py", "")  # inside a longer path is no statement
+    assert "mask_id" in text
+    assert ledger.render() != text
+
+
+def test_a_fact_cut_from_a_field_comes_back_in_the_ledger() -> None:
+    from contextfold.context import ContextConfig
+    from contextfold.context._summary import compose_summary
+
+    ledger = ArtifactLedger().merge([("file", "src/deep/late.py")])
+
+    def composed(state: str) -> str:
+        fields = {"task_overview": "fix it", "current_state": state}
+        return compose_summary(
+            fields,
+            config=ContextConfig(),
+            counter=COUNTER,
+            size=4000,
+            ledger=ledger,
+            ref=None,
+            compressed=3,
+        )
+
+    assert composed("edited src/deep/late.py").count("src/deep/late.py") == 1
+    long_state = " ".join(f"w{i}" for i in range(4000)) + " src/deep/late.py"
+    assert "src/deep/late.py" in composed(long_state)
+
+
 def test_transcript_shows_tool_traffic_as_text() -> None:
     asst = call("read", text="reading")
     entry = transcript_entry(asst)

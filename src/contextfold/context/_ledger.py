@@ -163,8 +163,14 @@ class ArtifactLedger(BaseModel):
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions)
 
-    def render(self) -> str:
-        """The facts as plain text, grouped by kind, most recently seen last."""
+    def render(self, said: str = "") -> str:
+        """The facts as plain text, grouped by kind, most recently seen last.
+
+        ``said`` is the rest of the summary (the model-written fields): a fact it already
+        states verbatim is not repeated, since every repeated token is written to the
+        prompt cache again at each compaction. Commands are always listed, for their exit
+        status.
+        """
         if not self.entries:
             return ""
         commands = [e.text for e in self.entries if e.kind == "command"]
@@ -174,6 +180,8 @@ class ArtifactLedger(BaseModel):
             if kind in ("file", "identifier"):
                 # Already on the page inside a command line: no need to say it twice.
                 items = [t for t in items if not any(t in c for c in commands)]
+            if said and kind != "command":
+                items = [t for t in items if not _stated(t, said)]
             if not items:
                 continue
             if kind in _INLINE:
@@ -188,6 +196,20 @@ _TITLE = (
     "Facts from the compressed history (kept by the engine; Read or Grep the saved "
     "messages for more):"
 )
+
+
+def _stated(fact: str, text: str) -> bool:
+    """Whether ``text`` holds ``fact`` verbatim as a whole item (not inside a longer
+    word, name or path)."""
+    start = text.find(fact)
+    while start >= 0:
+        end = start + len(fact)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_./-") and not (after.isalnum() or after in "_/-"):
+            return True
+        start = text.find(fact, start + 1)
+    return False
 
 
 def _ranked(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:

@@ -113,17 +113,22 @@ def compose_summary(
             f"The compressed messages are saved in '{ref}'; find details there with Search "
             "(by a few words), Grep or Read."
         )
-    extras.append(ledger.render())
-    additions = "\n\n".join(p for p in extras if p)
     values = {k: _as_text(v) for k, v in fields.items()}
+
+    def additions_to(values: Mapping[str, str]) -> str:
+        # The ledger leaves out what the fields (as they stand after any cut) state.
+        said = "\n".join(values.values())
+        return "\n\n".join(p for p in (*extras, ledger.render(said)) if p)
+
     budget = summary_budget(config, size)
     for _ in range(4):
-        text = _render_with(config.summary_template, values, additions)
+        text = _render_with(config.summary_template, values, additions_to(values))
         over = counter.count_text(text) - budget
         if over <= 0:
             return text
         values = _shrink(values, counter, over)
-    return _render_with(config.summary_template, dict.fromkeys(values, ""), additions)
+    empty = dict.fromkeys(values, "")
+    return _render_with(config.summary_template, empty, additions_to(empty))
 
 
 def _render_with(template: str, values: Mapping[str, str], additions: str) -> str:
