@@ -45,6 +45,9 @@ VARIANTS: tuple[dict[str, Any], ...] = (
     {"reserve_ratio": 0.1},
     {"reserve_ratio": 0.2},
     {"reserve_ratio": 0.3},
+    {"ledger_ratio": 0.03},
+    {"ledger_ratio": 0.05},
+    {"ledger_ratio": 0.1},
 )
 """Changes to ``ContextConfig(tool_result_limit=3000)``, one option at a time; those equal
 to the defaults are measured once, as the defaults."""
