@@ -219,15 +219,19 @@ async def test_the_index_catches_up_after_a_restart(
     long_id = "a session id longer than the key cap " * 5
     await s3ws.offload_context(long_id, [Msg("user", f"entry marker{i}", "user") for i in range(3)])
     await s3ws.offload_tool_result(long_id, ToolResultBlock(id="c", name="t", output="epsilon"))
+    await s3ws.offload_context("other", [Msg("user", "elsewhere marker9", "user")])
     await s3ws.close()
     restarted = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
-    await restarted.initialize()  # indexes the bucket: the index went with the old process
+    await restarted.initialize()  # the index went with the old process; opening reads none
     assert restarted._index is not None
-    assert len(restarted._index.indexed()) == 2
+    assert restarted._index.indexed() == {}
+    [hit] = await restarted.search("epsilon", session_id=long_id)
+    # A session's search catches up that session only, not the rest of the bucket.
+    assert {key for key, _ in restarted._index.indexed()} == {hit.ref.split("/")[1]}
+    assert await restarted.read(hit.ref) == "epsilon"
     hit = (await restarted.search("marker2"))[0]
     assert (hit.offset, hit.session_id) == (2, long_id)
-    [hit] = await restarted.search("epsilon", session_id=long_id)
-    assert await restarted.read(hit.ref) == "epsilon"
+    assert len(restarted._index.indexed()) == 3
     await restarted.close()
 
 

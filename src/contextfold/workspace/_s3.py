@@ -76,9 +76,9 @@ class S3Workspace(SearchableWorkspace):
     private temporary directory removed by :meth:`close` (or, if the process is killed,
     by the next instance opened with the same temporary directory). An offload is
     indexed as it is stored; what other workers (or this bucket before the process
-    started) stored is indexed by a catch-up: all of ``sessions/`` in :meth:`initialize`,
-    and before each search one LIST of what it covers (the session's folder, or
-    ``sessions/``) with a GET of each segment or tool result the index lacks. Items the
+    started) stored is indexed by a catch-up before each search: one LIST of what it
+    covers (the session's folder, or ``sessions/``) with a GET of each segment or tool
+    result the index lacks; :meth:`initialize` reads nothing of the fleet. Items the
     listing no longer shows leave the index, and no hit names one.
 
     Also a :class:`BlobStore` (``blobs/{sha256}``), the large-object tier of
@@ -141,8 +141,9 @@ class S3Workspace(SearchableWorkspace):
                 await self._s3().head_bucket(Bucket=self.bucket)
             await self._check_conditional_writes()
             if self._index is None:
+                # Empty until a search: each search first catches up what it covers, so a
+                # worker serving one session never lists or reads the rest of the fleet.
                 self._index = await asyncio.to_thread(_open_index)
-            await self._catch_up(None)
         except BaseException:
             await self.close()
             raise
