@@ -80,7 +80,7 @@ async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[
     out: dict[str, Any] = {}
     for label, transform in (("shipped", lambda b: b), ("breakpoints", _with_breakpoints)):
         cache = AnthropicCache()
-        dollars = read = total = 0.0
+        dollars = read = total = output_dollars = 0.0
         summaries = iter(result.compressions)
         for i, (kind, step, body) in enumerate(result.extra["bodies"]):
             usage = cache.request(anthropic_blocks(transform(body), counter), at=10.0 * i)
@@ -94,9 +94,10 @@ async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[
                 + usage.read * rates["cache_read"]
                 + output * rates["output"]
             ) / 1e6
+            output_dollars += output * rates["output"] / 1e6
             read += usage.read
             total += usage.total
-        out[label] = (dollars, read / total if total else 0.0)
+        out[label] = (dollars, read / total if total else 0.0, dollars - output_dollars)
     return out
 
 
@@ -131,9 +132,11 @@ async def run(opts: Options) -> str:
         ours_costs, ours_read, ours_ceiling = [], 0.0, 0.0
         ours_input = 0
         shipped, broken, bp_read = [], [], []
+        ours_inputs, broken_inputs = [], []
         for session in sessions:
             cost = await ours(session, window)
             ours_costs.append(cost.dollars)
+            ours_inputs.append(cost.dollars - cost.output * cost.rates["output"] / 1e6)
             ours_read += cost.read
             ours_input += cost.input
             ours_ceiling += cost.ceiling_share * cost.input
@@ -141,12 +144,15 @@ async def run(opts: Options) -> str:
             shipped.append(theirs["shipped"][0])
             broken.append(theirs["breakpoints"][0])
             bp_read.append(theirs["breakpoints"][1])
+            broken_inputs.append(theirs["breakpoints"][2])
         share = ours_read / ours_input if ours_input else 0.0
         ceiling = ours_ceiling / ours_input if ours_input else 0.0
         ratios = [o / t for o, t in zip(ours_costs, broken, strict=True) if t]
+        input_ratios = [o / t for o, t in zip(ours_inputs, broken_inputs, strict=True) if t]
         rows.append(
             f"| {window:,} | ${_median(ours_costs):.3f} | ${_median(shipped):.3f} | "
             f"${_median(broken):.3f} | {100 * (1 - _median(ratios)):.1f}% | "
+            f"{100 * (1 - _median(input_ratios)):.1f}% | "
             f"{100 * share:.1f}% | {100 * ceiling:.1f}% | {100 * _median(bp_read):.1f}% |"
         )
         if window in (16_000, 32_000):
@@ -170,11 +176,14 @@ async def run(opts: Options) -> str:
         f"{len(sessions)} recorded SWE-bench runs, extractive summarizer for both, "
         f"tool_result_limit={LIMIT}, Anthropic cache model at Claude Sonnet 4.5 prices. "
         "Costs are medians over runs; the saving is the median of per-run ratios against "
-        "AgentScope with breakpoints added; cache read is the share of all input tokens "
-        "(summary calls included) read from the cache, over all runs.\n\n"
+        "AgentScope with breakpoints added; the input-side saving is the same ratio with "
+        "output tokens left out of both (the part of the bill the context decides); cache "
+        "read is the share of all input tokens (summary calls included) read from the "
+        "cache, over all runs.\n\n"
         "| window | contextfold | AgentScope as shipped | AgentScope + breakpoints | "
-        "saving | our cache read | perfect-prefix ceiling | AgentScope+bp cache read |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "saving | input-side saving | our cache read | perfect-prefix ceiling | "
+        "AgentScope+bp cache read |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         + "\n".join(rows)
         + "\n\n"
         + "; ".join(verdicts)
