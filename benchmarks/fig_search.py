@@ -47,7 +47,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from contextfold.workspace import (
     LocalWorkspace,
     MemoryWorkspace,
     PostgresWorkspace,
+    S3Workspace,
     SearchableWorkspace,
     SQLiteWorkspace,
 )
@@ -189,12 +190,51 @@ async def _new(backend: str, root: Path) -> SearchableWorkspace:
         ws = SQLiteWorkspace(f"{root}.sqlite3", fsync=False)
     elif backend == "local":
         ws = LocalWorkspace(root, fsync=False)
+    elif backend == "s3":
+        assert _S3_ENDPOINT
+        ws = S3Workspace(_S3_BUCKET, prefix=uuid.uuid4().hex[:10], endpoint_url=_S3_ENDPOINT[0])
     else:
         dsn = _pg_dsn()
         assert dsn is not None
         ws = PostgresWorkspace(dsn, table_prefix=f"b{uuid.uuid4().hex[:10]}_")
     await ws.initialize()
     return ws
+
+
+_S3_BUCKET = "bench-search"
+_S3_ENDPOINT: list[str] = []
+"""The loopback S3-protocol server of this run (moto's server mode), once started."""
+
+
+def _s3_available() -> bool:
+    try:
+        import aiobotocore  # noqa: F401
+        import moto  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.asynccontextmanager
+async def _s3_server() -> AsyncIterator[None]:
+    """moto's S3 server on loopback for the ``s3`` backend (the tests' server, one request
+    at a time, as its conditional writes need), with test credentials."""
+    from tests.s3_server import CREDENTIALS, create_bucket, s3_server
+
+    saved = {k: os.environ.get(k) for k in CREDENTIALS}
+    os.environ.update(CREDENTIALS)
+    try:
+        with s3_server() as endpoint:
+            await create_bucket(endpoint, _S3_BUCKET)
+            _S3_ENDPOINT[:] = [endpoint]
+            yield
+    finally:
+        _S3_ENDPOINT.clear()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 async def _drop(ws: SearchableWorkspace) -> None:
@@ -261,7 +301,10 @@ async def _index_bytes(ws: SearchableWorkspace) -> int:
             f"+ pg_total_relation_size('{p}search_sources')"
         )
         return int(got)
-    index = ws._index  # MemoryWorkspace
+    if isinstance(ws, S3Workspace):
+        assert ws._index is not None
+        return dbstat(ws._index.path)
+    index = ws._index if isinstance(ws, MemoryWorkspace) else None
     if index is None:
         return 0
     pages = index.execute("PRAGMA page_count").fetchone()[0]
@@ -388,8 +431,12 @@ async def run(opts: Options) -> str:
     runs = load_recordings([SWEBENCH_DIR]).runs
     n_long = 2000 if opts.quick else 10000
     backends = ["memory", "sqlite", "local"] + (["postgres"] if _pg_dsn() else [])
+    backends += ["s3"] if _s3_available() else []
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
+    async with contextlib.AsyncExitStack() as stack:
+        if "s3" in backends:
+            await stack.enter_async_context(_s3_server())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-search-"))
         base = MemoryWorkspace()
         await replay_runs(runs, context_size=16000, workspace=base)
         items = await item_lines(base)
