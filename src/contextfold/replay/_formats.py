@@ -1,4 +1,5 @@
-"""Loaders for other agents' session formats: Claude Code, Codex, OpenHands, SWE-agent, ATIF.
+"""Loaders for other agents' session formats: Claude Code, Codex, OpenHands, SWE-agent, ATIF,
+Pydantic AI.
 
 Each gives the tool calls, their results and, where the format records it, the provider's
 usage of every model call on the assistant ``Msg`` (``Msg.usage``) exactly as recorded:
@@ -19,6 +20,9 @@ written to the provider's cache.
   turn, answered by the next user turn); usage is per run only (``info.model_stats``).
 * ATIF v1.7 (``schema_version: ATIF-v1.x``): steps with tool calls, observations and
   per-step metrics.
+* Pydantic AI message histories (``ModelMessagesTypeAdapter.dump_json(result.all_messages())``):
+  requests (system prompt, user prompts, tool returns, retry prompts) and responses (text,
+  thinking, tool calls) with each response's usage.
 """
 
 from __future__ import annotations
@@ -48,11 +52,13 @@ __all__ = [
     "is_claude_code",
     "is_codex",
     "is_openhands",
+    "is_pydantic_ai",
     "is_swe_agent",
     "load_atif",
     "load_claude_code",
     "load_codex",
     "load_openhands",
+    "load_pydantic_ai",
     "load_swe_agent",
 ]
 
@@ -542,3 +548,94 @@ def _atif_usage(metrics: Any) -> Usage | None:
         cache_read_tokens=_int(metrics.get("cached_tokens")),
         cache_write_tokens=_int(extra.get("cache_creation_input_tokens")),
     )
+
+
+# ------------------------------------------------------------------------------ Pydantic AI
+
+
+def is_pydantic_ai(data: Any) -> bool:
+    """A list of Pydantic AI messages: objects of ``kind`` request or response with parts."""
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(
+            isinstance(m, dict)
+            and m.get("kind") in ("request", "response")
+            and isinstance(m.get("parts"), list)
+            for m in data
+        )
+    )
+
+
+def _json_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def load_pydantic_ai(data: list[dict[str, Any]], path: Path) -> tuple[str | None, list[Msg]]:
+    """Requests become user turns (tool returns and retry prompts of a request in one tool
+    message), responses assistant turns with their usage; system prompts and
+    instructions the system prompt."""
+    system: list[str] = []
+    msgs: list[Msg] = []
+    for i, message in enumerate(data):
+        parts = [p for p in message["parts"] if isinstance(p, dict)]
+        if message["kind"] == "response":
+            msgs.append(_pydantic_response(parts, _dict(message.get("usage")), path, i))
+            continue
+        instructions = message.get("instructions")
+        if isinstance(instructions, str) and instructions and instructions not in system:
+            system.append(instructions)
+        results: list[ContentBlock] = []
+        prompts: list[str] = []
+        for part in parts:
+            kind = part.get("part_kind")
+            if kind == "system-prompt":
+                system.append(_json_text(part.get("content", "")))
+            elif kind == "user-prompt":
+                content = part.get("content")
+                texts = content if isinstance(content, list) else [content]
+                prompts.append("\n".join(t for t in texts if isinstance(t, str)))
+            elif kind in ("tool-return", "retry-prompt") and part.get("tool_call_id"):
+                results.append(
+                    ToolResultBlock(
+                        id=str(part["tool_call_id"]),
+                        name=str(part.get("tool_name") or ""),
+                        output=_json_text(part.get("content", "")),
+                        # 2.x records a retry as a tool return with its outcome
+                        is_error=kind == "retry-prompt"
+                        or part.get("outcome") not in (None, "success"),
+                    )
+                )
+            elif kind == "retry-prompt":  # a retry of the final answer, not of a tool
+                prompts.append(_json_text(part.get("content", "")))
+        if results:
+            msgs.append(Msg("tool", results, "user"))
+        msgs.extend(Msg("user", text, "user") for text in prompts if text)
+    return ("\n\n".join(system) or None), _name_results(msgs)
+
+
+def _pydantic_response(
+    parts: list[dict[str, Any]], usage: dict[str, Any], path: Path, i: int
+) -> Msg:
+    blocks: list[ContentBlock] = []
+    for part in parts:
+        kind = part.get("part_kind")
+        if kind == "text":
+            blocks.append(TextBlock(text=_json_text(part.get("content", ""))))
+        elif kind == "thinking":
+            blocks.append(ThinkingBlock(thinking=_json_text(part.get("content", ""))))
+        elif kind == "tool-call":
+            if not part.get("tool_call_id") or not part.get("tool_name"):
+                raise MessageFormatError(
+                    f"{path}: message {i}: a tool-call part needs a name and an id"
+                )
+            blocks.append(
+                _call(str(part["tool_call_id"]), str(part["tool_name"]), part.get("args"))
+            )
+    recorded = Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=_int(usage.get("cache_read_tokens")),
+        cache_write_tokens=_int(usage.get("cache_write_tokens")),
+    )
+    return Msg("assistant", blocks, "assistant", usage=recorded if usage else None)

@@ -35,11 +35,13 @@ from ._formats import (
     is_claude_code,
     is_codex,
     is_openhands,
+    is_pydantic_ai,
     is_swe_agent,
     load_atif,
     load_claude_code,
     load_codex,
     load_openhands,
+    load_pydantic_ai,
     load_swe_agent,
 )
 
@@ -287,6 +289,7 @@ FORMATS = (
     "openhands",
     "swe-agent",
     "atif",
+    "pydantic-ai",
 )
 """What ``load_any(..., format=...)`` and ``contextfold replay --format`` accept."""
 
@@ -315,6 +318,11 @@ def load_any(path: str | Path, *, format: str | None = None) -> list[Trajectory]
         info = {k: data[k] for k in ("agent", "final_metrics") if k in data}
         sid = str(data.get("session_id") or path.stem)
         return [Trajectory(instance_id=sid, system=system, messages=msgs, info=info, format="atif")]
+    if found == "pydantic-ai" and is_pydantic_ai(data):
+        system, msgs = load_pydantic_ai(data, path)
+        return [
+            Trajectory(instance_id=path.stem, system=system, messages=msgs, format="pydantic-ai")
+        ]
     if found == "swe-agent" and is_swe_agent(data):
         system, msgs, version = load_swe_agent(data, path)
         info = {"version": version, **(data.get("info") or {})}
@@ -340,6 +348,8 @@ def _detect_json(data: Any) -> str | None:
         return "openai-runs"
     if is_atif(data):
         return "atif"
+    if is_pydantic_ai(data):
+        return "pydantic-ai"
     if is_swe_agent(data):
         return "swe-agent"
     if _is_openai_list(data):
