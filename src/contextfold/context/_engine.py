@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -755,7 +756,9 @@ class ContextEngine:
         return redact_messages(msgs, redact), prefix
 
     async def _emit(self, event: ContextEvent) -> None:
-        logger.info("context event: %s", event.model_dump_json())
+        # The JSON is built only when it is logged: a usage hint is emitted every step.
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("context event: %s", event.model_dump_json())
         if self.on_event is not None:
             result = self.on_event(event)
             if inspect.isawaitable(result):
