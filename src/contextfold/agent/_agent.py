@@ -494,7 +494,7 @@ class Agent:
                 results = await self._act(calls, step)
                 # Stores the results in one synchronous step after any offload, so a
                 # cancellation lands either before (nothing stored) or after (all stored).
-                stored = await self._engine.add_tool_results(Msg("tool", list(results), "user"))
+                stored = await self._engine.add_tool_results(Msg.of_blocks("tool", results, "user"))
             except BaseException:
                 # Keep the context provider-valid: every call gets exactly one result.
                 if not _answers(self._engine.last, calls):

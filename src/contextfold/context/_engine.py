@@ -826,7 +826,7 @@ def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_ena
             " You may call the CompressContext tool now, at a natural break between tasks, "
             "to summarize older messages yourself before that happens."
         )
-    return Msg(
+    return Msg.of_blocks(
         HINT_NAME,
         [HintBlock(hint=runtime_note(text))],
         "user",
