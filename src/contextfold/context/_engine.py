@@ -234,10 +234,14 @@ class ContextEngine:
         async with self._lock:
             await self._limit_images()
             usage = self._usage(system_prompt, tools)
-            if usage.total > self._trigger_tokens(self.config):
-                prefix = self._input(system_prompt, tools, usage)
-                request = CompressionRequest(trigger="auto", config=self.config)
-                await self._run_compression(system_prompt, tools, request, prefix=prefix)
+            if usage.total <= self._trigger_tokens(self.config):
+                # Nothing changed since: the input is built from this usage.
+                return await self._build(
+                    system_prompt, tools, task_in_progress=task_in_progress, usage=usage
+                )
+            prefix = self._input(system_prompt, tools, usage)
+            request = CompressionRequest(trigger="auto", config=self.config)
+            await self._run_compression(system_prompt, tools, request, prefix=prefix)
             return await self._build(system_prompt, tools, task_in_progress=task_in_progress)
 
     async def compress(
@@ -350,9 +354,17 @@ class ContextEngine:
         return ModelInput(system, self._summary, tuple(self._context), tuple(tools), usage)
 
     async def _build(
-        self, system_prompt: str, tools: Sequence[ToolSpec], *, task_in_progress: bool
+        self,
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        *,
+        task_in_progress: bool,
+        usage: ContextUsage | None = None,
     ) -> ModelInput:
-        model_input = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+        """The model input; ``usage`` is the state's, when the caller just computed it."""
+        if usage is None:
+            usage = self._usage(system_prompt, tools)
+        model_input = self._input(system_prompt, tools, usage)
         self._last_sent = model_input
         usage = model_input.usage
         if task_in_progress or usage.total <= self.config.hint_ratio * self.context_size:
