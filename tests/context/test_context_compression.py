@@ -287,3 +287,20 @@ async def test_summarizer_input_is_trimmed_to_its_window_and_says_so() -> None:
     assert engine.summary is not None
     assert "did not fit the summarizer's window" in engine.summary.text
     assert model.requests == []
+
+
+async def test_events_are_logged_as_json_when_info_is_enabled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The JSON is built only for an enabled logger; enabled, it is logged as before.
+    engine, _ = make_engine([summary()])
+    await fill(engine, 16)
+    with caplog.at_level("INFO", logger="contextfold"):
+        await engine.prepare("sys", [ToolSpec(name="bash", description="run")])
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("context event")]
+    assert any('"type":"compression"' in m for m in logged), logged
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="contextfold"):
+        await fill(engine, 16)
+        await engine.prepare("sys", [ToolSpec(name="bash", description="run")])
+    assert not [r for r in caplog.records if r.getMessage().startswith("context event")]

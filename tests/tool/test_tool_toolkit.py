@@ -201,3 +201,20 @@ async def test_tool_object_is_registered_and_called() -> None:
     assert toolkit.specs()[0].parameters["required"] == ["text"]
     assert (await toolkit.execute(call("echo", text="hi"))).output == "HI"
     assert (await toolkit.execute(call("echo"))).is_error
+
+
+async def test_reassigned_func_is_run_the_way_it_is_now() -> None:
+    # FunctionTool remembers whether its func is a coroutine function; reassigning func
+    # must not run the new one the old way (awaiting a plain function's result, say).
+    async def first(text: str) -> str:
+        return f"async {text}"
+
+    def second(text: str) -> str:
+        return f"sync {text}"
+
+    tool = FunctionTool(first)
+    assert await tool(text="a") == "async a"
+    tool.func = second
+    assert await tool(text="b") == "sync b"
+    tool.func = first
+    assert await tool(text="c") == "async c"

@@ -483,23 +483,28 @@ class Agent:
             if not calls:
                 await self._checkpoint()
                 return assistant
-            for call in calls:
-                self._emit(ToolCallEvent(agent=self.name, call=call, step=step))
+            # Events are built only for a stream listening: a plain reply skips them.
+            sink = self._sink()
+            if sink is not None:
+                for call in calls:
+                    sink(ToolCallEvent(agent=self.name, call=call, step=step))
             try:
                 if self._lease is not None:
                     self._lease.check()  # a worker whose lease lapsed must not act
                 results = await self._act(calls, step)
                 # Stores the results in one synchronous step after any offload, so a
                 # cancellation lands either before (nothing stored) or after (all stored).
-                stored = await self._engine.add_tool_results(Msg("tool", list(results), "user"))
+                stored = await self._engine.add_tool_results(Msg.of_blocks("tool", results, "user"))
             except BaseException:
                 # Keep the context provider-valid: every call gets exactly one result.
                 if not _answers(self._engine.last, calls):
                     self._engine.append(Msg("tool", [_interrupted(c) for c in calls], "user"))
                 raise
             await self._checkpoint()
-            for result in stored.tool_results:
-                self._emit(ToolResultEvent(agent=self.name, result=result, step=step))
+            sink = self._sink()
+            if sink is not None:
+                for result in stored.tool_results:
+                    sink(ToolResultEvent(agent=self.name, result=result, step=step))
         logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
         final = Msg(
             self.name,
@@ -651,7 +656,9 @@ class Agent:
 
     async def _on_context_event(self, event: ContextEvent) -> None:
         await self.middleware.context_event(event, self)
-        self._emit(ContextChangeEvent(agent=self.name, event=event))
+        sink = self._sink()
+        if sink is not None:
+            sink(ContextChangeEvent(agent=self.name, event=event))
 
     def _sink(self) -> _Sink | None:
         sinks = _SINKS.get()

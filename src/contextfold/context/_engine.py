@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -233,10 +234,14 @@ class ContextEngine:
         async with self._lock:
             await self._limit_images()
             usage = self._usage(system_prompt, tools)
-            if usage.total > self._trigger_tokens(self.config):
-                prefix = self._input(system_prompt, tools, usage)
-                request = CompressionRequest(trigger="auto", config=self.config)
-                await self._run_compression(system_prompt, tools, request, prefix=prefix)
+            if usage.total <= self._trigger_tokens(self.config):
+                # Nothing changed since: the input is built from this usage.
+                return await self._build(
+                    system_prompt, tools, task_in_progress=task_in_progress, usage=usage
+                )
+            prefix = self._input(system_prompt, tools, usage)
+            request = CompressionRequest(trigger="auto", config=self.config)
+            await self._run_compression(system_prompt, tools, request, prefix=prefix)
             return await self._build(system_prompt, tools, task_in_progress=task_in_progress)
 
     async def compress(
@@ -349,9 +354,17 @@ class ContextEngine:
         return ModelInput(system, self._summary, tuple(self._context), tuple(tools), usage)
 
     async def _build(
-        self, system_prompt: str, tools: Sequence[ToolSpec], *, task_in_progress: bool
+        self,
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        *,
+        task_in_progress: bool,
+        usage: ContextUsage | None = None,
     ) -> ModelInput:
-        model_input = self._input(system_prompt, tools, self._usage(system_prompt, tools))
+        """The model input; ``usage`` is the state's, when the caller just computed it."""
+        if usage is None:
+            usage = self._usage(system_prompt, tools)
+        model_input = self._input(system_prompt, tools, usage)
         self._last_sent = model_input
         usage = model_input.usage
         if task_in_progress or usage.total <= self.config.hint_ratio * self.context_size:
@@ -755,7 +768,9 @@ class ContextEngine:
         return redact_messages(msgs, redact), prefix
 
     async def _emit(self, event: ContextEvent) -> None:
-        logger.info("context event: %s", event.model_dump_json())
+        # The JSON is built only when it is logged: a usage hint is emitted every step.
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("context event: %s", event.model_dump_json())
         if self.on_event is not None:
             result = self.on_event(event)
             if inspect.isawaitable(result):
@@ -823,7 +838,7 @@ def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_ena
             " You may call the CompressContext tool now, at a natural break between tasks, "
             "to summarize older messages yourself before that happens."
         )
-    return Msg(
+    return Msg.of_blocks(
         HINT_NAME,
         [HintBlock(hint=runtime_note(text))],
         "user",

@@ -161,6 +161,8 @@ class MiddlewareStack:
         if layers is None:
             layers = [getattr(mw, hook) for mw in self.middleware if _overrides(mw, hook)]
             self._layers[hook] = layers
+        if not layers:
+            return await core(ctx)  # no onion to build: the common case, several times a step
         return await _run_onion(layers, ctx, core)
 
     async def system_prompt(self, prompt: str, agent: Agent) -> str:

@@ -41,7 +41,7 @@ class ChatResponse(BaseModel):
 
     def to_msg(self, name: str) -> Msg:
         """This answer as an assistant message with its usage attached."""
-        return Msg(name, list(self.content), "assistant", usage=self.usage)
+        return Msg.of_blocks(name, self.content, "assistant", usage=self.usage)
 
 
 class TextDelta(BaseModel):
