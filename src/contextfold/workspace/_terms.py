@@ -86,7 +86,13 @@ def _terms(text: str) -> Iterable[str]:
 
 def index_terms(text: str) -> list[str]:
     """The terms a document is indexed under, in order, repeats kept (they weigh)."""
-    return list(_terms(text[:MAX_DOC_CHARS]))
+    # One list extended word by word: a generator's yield per term was two thirds of
+    # indexing a long offload.
+    out: list[str] = []
+    extend = out.extend
+    for word in _WORD.findall(text[:MAX_DOC_CHARS]):
+        extend(_word_terms(word))
+    return out
 
 
 def query_terms(query: str) -> list[str]:
