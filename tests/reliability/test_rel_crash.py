@@ -44,6 +44,15 @@ async def _resumed(spec: dict[str, str]) -> tuple[list[Msg], list[Msg], str]:
         await ws.close()
 
 
+def _wait_for_ack(acks: Path, proc: object, timeout: float = 60.0) -> None:
+    """Until the child appends one more ack line (it must, well within ``timeout``)."""
+    before = acks.read_bytes().count(b"\n") if acks.exists() else 0
+    deadline = time.monotonic() + timeout
+    while (acks.read_bytes().count(b"\n") if acks.exists() else 0) <= before:
+        assert time.monotonic() < deadline, f"no ack within {timeout:.0f} s from {proc}"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("kind", ["local", "sqlite"])
 def test_sigkilled_agent_resumes_with_every_acknowledged_message_once(
     kind: str, tmp_path: Path
@@ -56,6 +65,11 @@ def test_sigkilled_agent_resumes_with_every_acknowledged_message_once(
     rounds = scaled(ROUNDS)
     for run in range(rounds):
         proc = child.start(spec, run, str(acks))
+        if run % 2:
+            # Half the rounds die at a random moment from the start (during the resume
+            # too); the others only after their first ack, so every run acknowledges
+            # something however slow the machine is.
+            _wait_for_ack(acks, proc)
         time.sleep(random.uniform(0.1, 0.6))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(30)
@@ -63,7 +77,7 @@ def test_sigkilled_agent_resumes_with_every_acknowledged_message_once(
 
     lines = acks.read_text().split("\n")
     acked = [json.loads(line) for line in lines[:-1]]  # a torn last line is not an ack
-    assert len(acked) >= rounds, "too few acknowledged messages to mean anything"
+    assert len(acked) >= rounds // 2, "too few acknowledged messages to mean anything"
 
     stored, context, reply = asyncio.run(_resumed(spec))
     assert reply.startswith("crash answer")
