@@ -89,9 +89,10 @@ def _shared_prefix(previous: Sequence[Msg], current: Sequence[Msg], counter: Tok
     return shared
 
 
-def _new_tail(messages: Sequence[Msg], fresh: set[int]) -> int:
+def _new_tail(messages: Sequence[Msg], fresh: Mapping[int, Msg]) -> int:
     """How many trailing messages of a request are sent for the first time: those stored
-    since the previous call (``fresh``, by identity) and a trailing usage note."""
+    since the previous call (``fresh``, by identity; it holds them, so no id is reused)
+    and a trailing usage note."""
     count = 0
     for m in reversed(messages):
         if id(m) not in fresh and marker_of(m) is not Marker.USAGE_HINT:
@@ -175,7 +176,7 @@ async def replay_run(
     previous: list[Msg] = []
     previous_raw = 0
     seen = 0
-    fresh: set[int] = set()  # the messages stored since the last reasoning call
+    fresh: dict[int, Msg] = {}  # the messages stored since the last reasoning call
     try:
         for index, msg in enumerate(run.messages):
             if msg.role == "assistant":
@@ -231,7 +232,7 @@ async def replay_run(
             else:
                 engine.append(msg)
                 stored = msg
-            fresh.add(id(stored))
+            fresh[id(stored)] = stored
             raw_context += counter.count_message(msg)
     except Exception as exc:  # one broken run must not stop a batch; it is reported
         logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
