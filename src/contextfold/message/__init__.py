@@ -49,6 +49,7 @@ from ._msg import Msg, Role, Usage, msgs_from_jsonl, msgs_to_jsonl
 from ._openai import (
     from_openai_message,
     from_openai_messages,
+    openai_wire_texts,
     to_openai_messages,
     to_openai_tool_choice,
     to_openai_tools,
@@ -117,6 +118,7 @@ __all__ = [
     "msgs_from_jsonl",
     "msgs_to_jsonl",
     "openai_request",
+    "openai_wire_texts",
     "runtime_note",
     "to_anthropic_request",
     "to_anthropic_tool_choice",

@@ -49,6 +49,7 @@ from ._wire import (
 __all__ = [
     "from_openai_message",
     "from_openai_messages",
+    "openai_wire_texts",
     "to_openai_messages",
     "to_openai_tool_choice",
     "to_openai_tools",
@@ -327,6 +328,75 @@ def to_openai_messages(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     message, an image in an assistant message, audio by URL, video).
     """
     return _to_openai(msgs)[0]
+
+
+WireTexts = list[tuple[list[str], int]]
+"""Per Chat Completions message: the texts it carries (role first) and its tool calls."""
+
+
+def openai_wire_texts(msg: Msg) -> WireTexts | None:
+    """The texts ``to_openai_messages([msg])`` would send, without building the messages:
+    for each wire message its role, content texts, each call's name and arguments, and how
+    many tool calls it holds. ``None`` for any shape but the common ones (plain text,
+    an assistant's text and calls, text-only tool results, no ``metadata["openai"]``).
+
+    Counting calls this on every new message; building the dicts cost as much as the rest
+    of a step. A property test holds it equal to the converter's output.
+    """
+    if isinstance(msg.metadata.get(_KEY), dict):
+        return None
+    role = msg.role
+    content = msg.content
+    if isinstance(content, str):
+        return [([role, content], 0)]
+    if role == "assistant":
+        texts: list[str] = ["assistant"]
+        calls: list[ToolCallBlock] = []
+        said: list[str] = []
+        for block in content:
+            if isinstance(block, TextBlock):
+                said.append(block.text)
+            elif isinstance(block, ToolCallBlock):
+                calls.append(block)
+            elif not isinstance(block, ThinkingBlock):
+                return None
+        if said or not calls:
+            texts.extend(said if len(said) > 1 else ["".join(said)])
+        try:
+            for call in calls:
+                texts.append(call.name)
+                texts.append(dump_arguments(call, index=0))
+        except MessageFormatError:
+            return None
+        return [(texts, len(calls))]
+    wire_role = "system" if role == "system" else "user"
+    if not content:
+        return [([wire_role, ""], 0)]
+    if isinstance(content[0], ToolResultBlock) and role != "system":
+        wire: WireTexts = []
+        for block in content:
+            if not isinstance(block, ToolResultBlock):
+                return None
+            output = block.output
+            if isinstance(output, str):
+                wire.append((["tool", output], 0))
+                continue
+            parts = ["tool"]
+            for part in output:
+                if not isinstance(part, TextBlock):
+                    return None
+                parts.append(part.text)
+            wire.append((parts, 0))
+        return wire
+    plain: list[str] = [wire_role]
+    for block in content:
+        if isinstance(block, TextBlock):
+            plain.append(block.text)
+        elif isinstance(block, HintBlock):
+            plain.append(wrap_hint(block.hint))
+        else:
+            return None
+    return [(plain, 0)]
 
 
 def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:

@@ -1,7 +1,7 @@
 """Exact token counts for OpenAI's o200k_base and cl100k_base, offline.
 
 Text is counted with ``toktok`` (vocabularies compiled in, ids identical to tiktoken's);
-token-exact cuts use ``tiktoken`` with vocabularies seeded from the ``bpe-openai`` wheel.
+so are cuts: ``head`` with toktok's own truncation, ``tail`` by a search over suffixes.
 
 What is exact and what is not:
 
@@ -38,11 +38,12 @@ from ..message import (
     Msg,
     ToolSpec,
     URLSource,
+    openai_wire_texts,
     to_openai_messages,
 )
 from ._images import block_image_size, openai_patch_image_tokens, openai_tile_image_tokens
 from ._render import render_openai
-from ._vocab import ENCODINGS, text_counter, tiktoken_encoding
+from ._vocab import ENCODINGS, text_counter, token_codec
 
 __all__ = ["ImagePricing", "OpenAITokenCounter"]
 
@@ -124,16 +125,30 @@ class OpenAITokenCounter:
         return str(cut)
 
     def tail(self, text: str, max_tokens: int) -> str:
-        """The longest suffix of ``text`` within ``max_tokens`` tokens."""
+        """The longest suffix of ``text`` within ``max_tokens`` tokens, cut where a token
+        starts.
+
+        Only a window at the end is encoded (doubled until it holds more than the
+        budget): encoding a whole 2 MB log for its last 3,000 tokens cost tens of
+        milliseconds. The last tokens of a window are those of the whole text except
+        where a word straddles the window's start, far from the cut; the cut is counted
+        alone at the end anyway.
+        """
         if max_tokens <= 0:
             return ""
-        enc = tiktoken_encoding(self.encoding)
-        tokens = enc.encode(text, disallowed_special=())
-        if len(tokens) <= max_tokens:
-            return text
+        codec = token_codec(self.encoding)
+        window = max_tokens * 8 + 16
+        while True:
+            piece = text[-window:] if window < len(text) else text
+            tokens = codec.encode_ordinary(piece)
+            if len(tokens) > max_tokens:
+                break
+            if piece is text:
+                return text
+            window *= 2
         keep = max_tokens
         while keep > 0:
-            raw: bytes = enc.decode_bytes(tokens[-keep:])
+            raw: bytes = codec.decode_bytes(tokens[-keep:])
             start = 0
             while start < len(raw) and raw[start] & 0xC0 == 0x80:
                 start += 1  # a character split across the cut: drop its tail bytes
@@ -150,12 +165,22 @@ class OpenAITokenCounter:
         cached = msg.cached_tokens(self.name)
         if cached is not None:
             return cached
-        images = {_data_key(b.source): b for b in msg.iter_data()}
-        count = sum(self._count_wire(m, images) for m in _wire(msg))
+        wire = openai_wire_texts(msg)
+        if wire is None:
+            count = self._count_converted(msg)
+        else:
+            count = 0
+            for texts, calls in wire:
+                count += _PER_MESSAGE + _PER_TOOL_CALL * calls + sum(self.count_texts(texts))
         # Chat Completions drops thinking; counting it anyway errs high, never low
         count += sum(self.count_text(b.thinking) for b in msg.thinking)
         msg.cache_tokens(self.name, count)
         return count
+
+    def _count_converted(self, msg: Msg) -> int:
+        """The count from the converter's wire messages (any shape; thinking aside)."""
+        images = {_data_key(b.source): b for b in msg.iter_data()}
+        return sum(self._count_wire(m, images) for m in _wire(msg))
 
     def count_openai_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         """Tokens of Chat Completions messages given as wire dicts, reply priming included

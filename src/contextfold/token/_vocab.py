@@ -20,11 +20,18 @@ import uuid
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from .._exceptions import MissingDependencyError
 
-__all__ = ["ENCODINGS", "seed_tiktoken_cache", "text_counter", "tiktoken_encoding"]
+__all__ = [
+    "ENCODINGS",
+    "TokenCodec",
+    "seed_tiktoken_cache",
+    "text_counter",
+    "tiktoken_encoding",
+    "token_codec",
+]
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 """The encodings counted exactly."""
@@ -116,3 +123,26 @@ def text_counter(name: str) -> Callable[[str], int]:
     except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
         return lambda text: int(toktok.batch_count([text], name, threads=1)[0])
     return count
+
+
+class TokenCodec(Protocol):
+    """Token ids of a text and the bytes of token ids, for exact cuts."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+    def decode_bytes(self, tokens: list[int]) -> bytes: ...
+
+
+def token_codec(name: str) -> TokenCodec:
+    """Encode and decode for ``name``: toktok's tokenizer, or tiktoken's encoding when a
+    toktok release no longer exposes it (see :func:`text_counter`). Special-token strings
+    are encoded as ordinary text, as they are counted."""
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    import toktok
+
+    try:
+        codec: TokenCodec = toktok._encoding(name)
+    except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
+        return cast(TokenCodec, tiktoken_encoding(name))
+    return codec
