@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..message import (
     MARKER_KEY,
     SUMMARY_TOOL,
+    ContentBlock,
     DataBlock,
     HintBlock,
     Marker,
@@ -97,7 +98,8 @@ class SummaryResult:
     """How many of the oldest messages the fields do not cover (they did not fit the
     summarizer's own window); the engine says so in the summary."""
     cut: bool = False
-    """True when the oldest covered message was only partly read."""
+    """True when a covered message was only partly read: the oldest one a transcript
+    shows, or (with ``uncovered`` 0) a message too long for a prefix-form request."""
     usage: Usage | None = field(default=None)
     """What the summarizer's model calls cost, when it used a model."""
 
@@ -209,10 +211,89 @@ def summary_prompt(request: SummaryRequest, counter: TokenCounter, size: int) ->
     tenth of the window left for the answer, else the transcript (:func:`transcript_prompt`)."""
     prefixed = prefix_prompt(request)
     if prefixed is not None:
-        needed = counter.count_request(prefixed.messages, prefixed.offered or ())
-        if needed + size // 10 <= size:
+        room = size - size // 10
+        needed = _size(prefixed, counter)
+        if needed <= room:
             return prefixed
+        fitted = _cut_newest(prefixed, counter, needed - room)
+        if (
+            fitted is not None
+            and counter.count_request(fitted.messages, fitted.offered or ()) <= room
+        ):
+            return fitted
     return transcript_prompt(request, counter, size)
+
+
+def _size(prompt: SummaryPrompt, counter: TokenCounter) -> int:
+    return counter.count_request(prompt.messages, prompt.offered or ())
+
+
+_KEPT_OF_CUT = 200
+"""Tokens at least kept of a message cut to fit a summary request."""
+
+
+def _cut_newest(prompt: SummaryPrompt, counter: TokenCounter, excess: int) -> SummaryPrompt | None:
+    """``prompt`` (a prefix-form request) with the text of its newest messages cut, head
+    and tail, until it is ``excess`` tokens smaller; ``None`` when that is not enough.
+
+    What comes before the cut messages is the request the agent last sent, which the
+    provider's cache holds: it goes out unchanged, where a transcript would be a new
+    prompt, all of it written to the cache. An over-window request is usually one huge
+    newest turn (a pasted file, a model's runaway answer), and cutting it costs less of
+    what the summary reads than cutting the oldest messages of a transcript. The whole
+    message is offloaded with the others, as always.
+    """
+    messages = list(prompt.messages)
+    for i in range(len(messages) - 2, -1, -1):  # the trailing instruction stays
+        msg = messages[i]
+        if msg.role == "system" or marker_of(msg) is Marker.SUMMARY:
+            break
+        tokens = counter.count_message(msg)
+        if tokens <= 2 * _KEPT_OF_CUT:
+            continue
+        cut = _cut_message(msg, counter, max(_KEPT_OF_CUT, tokens - excess))
+        if cut is None:
+            continue
+        excess -= tokens - counter.count_message(cut)
+        messages[i] = cut
+        if excess <= 0:
+            return SummaryPrompt(messages, prompt.offered, 0, True)
+    return None
+
+
+def _cut_message(msg: Msg, counter: TokenCounter, target: int) -> Msg | None:
+    """``msg`` with its longest text (a text block or a tool result's text) cut to bring
+    the message to about ``target`` tokens; ``None`` if it has no text to cut."""
+    blocks = msg.blocks()
+    texts = [_text_of(b) for b in blocks]
+    sizes = [-1 if t is None else counter.count_text(t) for t in texts]
+    j = max(range(len(blocks)), key=sizes.__getitem__, default=None)
+    text = None if j is None else texts[j]
+    if j is None or text is None or sizes[j] <= 0:
+        return None
+    keep = max(sizes[j] - (counter.count_message(msg) - target), 0)
+    marker = "\n[... cut here to fit the summarizer's window ...]\n"
+    room = max(keep - counter.count_text(marker), 0)
+    text = (
+        head_within(counter, text, room - room // 3)
+        + marker
+        + tail_within(counter, text, room // 3)
+    )
+    block = blocks[j]
+    new = (
+        block.model_copy(update={"text": text})
+        if isinstance(block, TextBlock)
+        else block.model_copy(update={"output": text})
+    )
+    return msg.model_copy(update={"content": [*blocks[:j], new, *blocks[j + 1 :]]})
+
+
+def _text_of(block: ContentBlock) -> str | None:
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ToolResultBlock):
+        return block.text()
+    return None
 
 
 def prefix_prompt(request: SummaryRequest) -> SummaryPrompt | None:

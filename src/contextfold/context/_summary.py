@@ -101,12 +101,17 @@ def compose_summary(
     ``{artifacts}``, else into ``{context_to_preserve}``, else after the rendered text.
     """
     extras: list[str] = []
-    if uncovered or cut:
+    if uncovered:
         extras.append(
             f"Note: the {uncovered} oldest of the {compressed} compressed messages did "
             "not fit the summarizer's window and are not covered by this summary"
             + (" (the oldest one included was cut)" if cut else "")
             + "."
+        )
+    elif cut:
+        extras.append(
+            "Note: a compressed message too long for the summarizer's window was read only "
+            "in part (its head and tail)."
         )
     if ref is not None:
         extras.append(
