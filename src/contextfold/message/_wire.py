@@ -126,6 +126,11 @@ def parse_arguments(
     return {}, f"{field} {problem}"
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` without building an
+encoder per call (every new assistant message is counted through it)."""
+
+
 def dump_arguments(block: ToolCallBlock, *, index: int) -> str:
     """The argument text to send: ``raw_input`` verbatim when it still means ``input``
     (or when the model's text never parsed), else compact JSON of ``input``."""
@@ -143,7 +148,7 @@ def dump_arguments(block: ToolCallBlock, *, index: int) -> str:
             except ValueError:
                 pass
     try:
-        return json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
+        return _COMPACT.encode(block.input)
     except (TypeError, ValueError) as exc:
         fail(index, f"tool call {block.id!r} input", f"is not JSON serializable: {exc}")
 

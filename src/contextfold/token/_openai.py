@@ -172,8 +172,10 @@ class OpenAITokenCounter:
             count = 0
             for texts, calls in wire:
                 count += _PER_MESSAGE + _PER_TOOL_CALL * calls + sum(self.count_texts(texts))
-        # Chat Completions drops thinking; counting it anyway errs high, never low
-        count += sum(self.count_text(b.thinking) for b in msg.thinking)
+        # Chat Completions drops thinking; counting it anyway errs high, never low. (The
+        # shortcut takes no other message with thinking in it.)
+        if wire is None or msg.role == "assistant":
+            count += sum(self.count_text(b.thinking) for b in msg.thinking)
         msg.cache_tokens(self.name, count)
         return count
 
