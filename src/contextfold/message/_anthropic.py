@@ -305,16 +305,28 @@ def to_anthropic_request(msgs: Sequence[Msg]) -> tuple[SystemPrompt, list[dict[s
     of text blocks when several system messages or blocks must stay apart. Raises
     ``MessageFormatError`` for content Anthropic cannot carry (e.g. audio).
     """
-    system, messages, _ = _to_anthropic(msgs)
+    system, messages, _, _ = _to_anthropic(msgs)
     return system, messages
+
+
+def to_anthropic_counted(
+    msgs: Sequence[Msg],
+) -> tuple[SystemPrompt, list[dict[str, Any]], list[int]]:
+    """:func:`to_anthropic_request`, plus how many content blocks each message became
+    (system prompt messages: 0). Merging turns moves blocks but never adds or drops one,
+    so the blocks before message ``k`` number ``sum(counts[:k])``: where a cache
+    breakpoint goes, without converting each prefix again."""
+    system, messages, _, counts = _to_anthropic(msgs)
+    return system, messages, counts
 
 
 def _to_anthropic(
     msgs: Sequence[Msg],
-) -> tuple[SystemPrompt, list[dict[str, Any]], list[int]]:
+) -> tuple[SystemPrompt, list[dict[str, Any]], list[int], list[int]]:
     system_msgs: list[tuple[int, Msg]] = []
     turns: list[_Turn] = []
     ids = _IdMap()
+    counts = [0] * len(msgs)
     for i, msg in enumerate(msgs):
         if not isinstance(msg, Msg):
             raise MessageFormatError(f"message {i}: expected a Msg, got {type(msg).__name__}")
@@ -326,11 +338,13 @@ def _to_anthropic(
                 text = "\n".join(_plain_text(b, i, j) for j, b in enumerate(msg.blocks()))
                 if text.strip():
                     turns.append(("user", [{"type": "text", "text": wrap_hint(text)}], i, {}))
+                    counts[i] = 1
             continue
         extra = as_dict(meta.get("message"))
         if isinstance(msg.content, str):
             if msg.content.strip():
                 turns.append((msg.role, msg.content, i, extra))
+                counts[i] = 1
             continue
         blocks: list[dict[str, Any]] = []
         hints: list[dict[str, Any]] = []
@@ -354,9 +368,10 @@ def _to_anthropic(
             turns.append((msg.role, blocks, i, extra))
         if hints:
             turns.append(("user", hints, i, {}))
+        counts[i] = len(blocks) + len(hints)
     merged = _merge(turns)
     messages = [{**x, "role": r, "content": c} for r, c, _, x in merged]
-    return _system_to(system_msgs), messages, [o for _, _, o, _ in merged]
+    return _system_to(system_msgs), messages, [o for _, _, o, _ in merged], counts
 
 
 class _IdMap:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._anthropic import to_anthropic_request, to_anthropic_tool_choice, to_anthropic_tools
+from ._anthropic import to_anthropic_counted, to_anthropic_tool_choice, to_anthropic_tools
 from ._markers import CACHE_POINT_KEY, Marker, marker_of
 from ._msg import Msg
 from ._openai import to_openai_messages, to_openai_tool_choice, to_openai_tools
@@ -61,7 +61,7 @@ def anthropic_request(
     layers are read back at every step, and each step writes only what it added.
     """
     msgs = list(messages)
-    system, wire = to_anthropic_request(msgs)
+    system, wire, counts = to_anthropic_counted(msgs)
     body: dict[str, Any] = {"messages": wire}
     if system:
         body["system"] = system
@@ -70,20 +70,14 @@ def anthropic_request(
         if tool_choice is not None:
             body["tool_choice"] = to_anthropic_tool_choice(tool_choice)
     if cache:
-        _mark_breakpoints(body, msgs)
+        _mark_breakpoints(body, msgs, counts)
     return body
 
 
 _EPHEMERAL = {"type": "ephemeral"}
 
 
-def _blocks_before(msgs: Sequence[Msg]) -> int:
-    """How many content blocks the messages of ``msgs`` become (system ones excluded)."""
-    _, wire = to_anthropic_request(list(msgs))
-    return sum(1 if isinstance(m["content"], str) else len(m["content"]) for m in wire)
-
-
-def _mark_breakpoints(body: dict[str, Any], msgs: list[Msg]) -> None:
+def _mark_breakpoints(body: dict[str, Any], msgs: list[Msg], counts: list[int]) -> None:
     system = body.get("system")
     if isinstance(system, str) and system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
@@ -92,14 +86,14 @@ def _mark_breakpoints(body: dict[str, Any], msgs: list[Msg]) -> None:
     ends: list[int] = []
     summary = next((i for i, m in enumerate(msgs) if marker_of(m) is Marker.SUMMARY), None)
     if summary is not None:
-        ends.append(_blocks_before(msgs[: summary + 1]))
+        ends.append(sum(counts[: summary + 1]))
     points = [i for i, m in enumerate(msgs) if m.metadata.get(CACHE_POINT_KEY) is True]
     if points:
-        ends.append(_blocks_before(msgs[: points[-1] + 1]))
+        ends.append(sum(counts[: points[-1] + 1]))
     stored = len(msgs)
     while stored and marker_of(msgs[stored - 1]) is Marker.USAGE_HINT:
         stored -= 1
-    ends.append(_blocks_before(msgs[:stored]))
+    ends.append(sum(counts[:stored]))
     # Each end is a count of blocks: the breakpoint goes on the block before it.
     position = 0
     targets = {end - 1 for end in ends if end > 0}

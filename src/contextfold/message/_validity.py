@@ -65,7 +65,7 @@ def check_provider_valid(msgs: Sequence[Msg], *, provider: Provider) -> list[Val
             wire, origin = _to_openai(msgs)
             found = check_openai_request(wire)
         else:
-            _, wire, origin = _to_anthropic(msgs)
+            _, wire, origin, _ = _to_anthropic(msgs)
             found = check_anthropic_request(wire)
     except MessageFormatError as exc:
         return [ValidityProblem(_index_of(str(exc)), f"cannot be converted: {exc}")]
