@@ -152,8 +152,8 @@ async def run(opts: Options) -> str:
     ]
     pending_note = None
     # Warm-up (not counted): first-use costs of both systems, e.g. loading tokenizers. The
-    # session with the longest tool output, so that truncation (which loads a second
-    # tokenizer on our side, about 0.5 s) and compression are both exercised here.
+    # session with the longest tool output, so that truncation and compression are both
+    # exercised here.
     warm = max(sessions, key=lambda s: max((len(st.output) for st in s.steps), default=0))
     await replay_pairs([warm], 16000)
     for cs in (16000, 32000):
