@@ -299,9 +299,9 @@ def _data_key(source: DataSource) -> str:
     return url.split(",", 1)[1] if url.startswith("data:") else url
 
 
-_REMEMBERED = 512
-"""Texts of at least this many characters are remembered (shorter ones cost less to count
-than to look up)."""
+_REMEMBERED = 128
+"""Texts of at least this many characters are remembered: counting 128 characters costs
+about 0.5 µs here, looking one up 0.1 µs; shorter ones are counted again."""
 _RECENT = 8
 
 
