@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -290,3 +292,41 @@ async def test_the_index_of_a_killed_process_is_removed_and_close_removes_its_ow
     assert mine.startswith(f"contextfold-s3-{os.getpid()}-")
     await ws.close()
     assert os.listdir(tmp_path) == [live]
+
+
+async def test_the_segment_index_names_its_log_until_a_purge(s3ws: S3Workspace) -> None:
+    async def index() -> Any:
+        got = await s3ws._get_obj("sessions/s1/context/index.json")
+        assert got is not None
+        return json.loads(got[0])
+
+    await s3ws.offload_context("s1", [Msg("user", "one", "user")])
+    first = await index()
+    await s3ws.offload_context("s1", [Msg("user", "two", "user")])
+    assert await index() == {"segments": 2, "log": first["log"]}
+    await s3ws.purge("s1")
+    await s3ws.offload_context("s1", [Msg("user", "again", "user")])
+    again = await index()
+    assert again["segments"] == 1
+    assert again["log"] != first["log"]
+
+
+async def test_a_purge_deletes_the_logs_id_before_its_segments(
+    s3ws: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(2):
+        await s3ws.offload_context("s1", [Msg("user", f"part{i}", "user")])
+    deleted: list[list[str]] = []
+    delete = S3Workspace._delete
+
+    async def recording(self: S3Workspace, keys: Iterable[str]) -> None:
+        deleted.append(sorted(keys))
+        await delete(self, deleted[-1])
+
+    monkeypatch.setattr(S3Workspace, "_delete", recording)
+    await s3ws.purge("s1")
+    assert deleted == [
+        ["sessions/s1/context/index.json"],  # failing halfway, no id vouches for what went
+        [f"sessions/s1/context/00000000000{i}.jsonl" for i in range(2)]
+        + ["sessions/s1/context/index.json"],
+    ]

@@ -48,7 +48,8 @@ class S3Workspace(SearchableWorkspace):
 
         sessions/{session}/context/{n:012d}.jsonl   the context log: one segment per offload,
                                                     numbered 0, 1, 2, ... (S3 has no append)
-        sessions/{session}/context/index.json       {"segments": N}: segments 0..N-1 exist
+        sessions/{session}/context/index.json       {"segments": N, "log": id}: segments
+                                                    0..N-1 exist, of the log named id
         sessions/{session}/tool_result-{id}.txt     one whole tool result each, written once
         sessions/{session}/state.json               the saved agent state, replaced whole
         sessions/{session}/data/{sha256}.{ext}      empty: the session references this data
@@ -167,7 +168,7 @@ class S3Workspace(SearchableWorkspace):
             second = await self._put(key, b"2", create=True)
         finally:
             await self._delete([key])
-        if not first or second:
+        if first is None or second is not None:
             raise WorkspaceError(
                 f"the S3 server at {self.endpoint_url or 'the default endpoint'} ignores "
                 "If-None-Match on PUT; S3Workspace needs conditional writes so that "
@@ -229,9 +230,10 @@ class S3Workspace(SearchableWorkspace):
 
     async def _put(
         self, key: str, body: bytes, *, create: bool = False, if_match: str | None = None
-    ) -> bool:
+    ) -> str | None:
         """Store ``body`` at ``key``; ``create``: only if absent, ``if_match``: only if the
-        ETag is unchanged. False when that condition failed."""
+        ETag is unchanged. The new object's ETag (``""`` if the server sent none),
+        ``None`` when that condition failed."""
         from botocore.exceptions import ClientError
 
         full = self.prefix + key
@@ -240,20 +242,20 @@ class S3Workspace(SearchableWorkspace):
                 try:
                     s3 = self._s3()
                     if create:
-                        await s3.put_object(
+                        got = await s3.put_object(
                             Bucket=self.bucket, Key=full, Body=body, IfNoneMatch="*"
                         )
                     elif if_match is not None:
-                        await s3.put_object(
+                        got = await s3.put_object(
                             Bucket=self.bucket, Key=full, Body=body, IfMatch=if_match
                         )
                     else:
-                        await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
-                    return True
+                        got = await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
+                    return got.get("ETag", "")
                 except ClientError as exc:
                     code = _code(exc)
                     if code in ("PreconditionFailed", "412") or (if_match and code == "NoSuchKey"):
-                        return False
+                        return None
                     if code != "ConditionalRequestConflict":  # 409: retry, as AWS advises
                         raise
             await asyncio.sleep(0.02)
@@ -308,16 +310,17 @@ class S3Workspace(SearchableWorkspace):
     def _segment(self, skey: str, n: int) -> str:
         return f"sessions/{skey}/context/{n:0{_SEGMENT_DIGITS}d}.jsonl"
 
-    async def _read_index(self, skey: str) -> tuple[int, str | None]:
+    async def _read_index(self, skey: str) -> _Head:
         got = await self._get_obj(f"sessions/{skey}/context/{_INDEX}")
         if got is None:
-            return 0, None
+            return _Head(0, None, None)
         try:
-            count = int(json.loads(got[0])["segments"])
+            doc = json.loads(got[0])
+            count, log = int(doc["segments"]), doc.get("log")
         except (ValueError, KeyError, TypeError):
             logger.warning("ignoring the unreadable segment index of session key %s", skey)
-            count = 0
-        return count, got[1]
+            count, log = 0, None
+        return _Head(count, got[1], log if isinstance(log, str) and log else None)
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         # Group commit: appends that wait while one is being written go out together, as
@@ -334,7 +337,7 @@ class S3Workspace(SearchableWorkspace):
                 batch = [e for e in self._queued.pop(skey, []) if not e[1].done()]
                 joined = b"".join(p for p, _ in batch)
                 try:
-                    n = await self._append_segment(skey, joined)
+                    n, _ = await self._append_segment(skey, joined)
                 except BaseException:
                     others = [e for e in batch if e is not entry]
                     self._queued[skey] = others + self._queued.get(skey, [])
@@ -348,15 +351,16 @@ class S3Workspace(SearchableWorkspace):
                 self._queued[skey].remove(entry)
             raise
 
-    async def _append_segment(self, skey: str, payload: bytes) -> int:
-        """Store ``payload`` as the session's next segment; its number."""
+    async def _append_segment(self, skey: str, payload: bytes) -> tuple[int, _Head]:
+        """Store ``payload`` as the session's next segment; its number and the version of
+        the index that names it."""
         for _ in range(_ATTEMPTS):
-            count, etag = await self._read_index(skey)
-            n = count
-            while not await self._put(self._segment(skey, n), payload, create=True):
+            head = await self._read_index(skey)
+            n = head.segments
+            while await self._put(self._segment(skey, n), payload, create=True) is None:
                 n = await self._after(skey, n)  # taken: go past the last one stored
-            if await self._publish(skey, n, count, etag):
-                return n
+            if (published := await self._publish(skey, n, head)) is not None:
+                return n, published
             # A purge removed the segments below ours: take ours back and start over.
             await self._delete([self._segment(skey, n)])
         raise WorkspaceError(f"could not append to session key {skey}: purged while writing")
@@ -375,25 +379,33 @@ class S3Workspace(SearchableWorkspace):
         ]
         return max([n, *numbers]) + 1
 
-    async def _publish(self, skey: str, n: int, count: int, etag: str | None) -> bool:
-        """Advance the index past segment ``n``; False if a purge raced the append."""
+    async def _publish(self, skey: str, n: int, head: _Head) -> _Head | None:
+        """Advance the index (read as ``head``) past segment ``n``; the version that names
+        it, ``None`` if a purge raced the append.
+
+        The index also names its log with a random id, kept by every update (``If-Match``)
+        and new whenever the index is created: after a purge, so a reader that finds the
+        id it indexed knows the segments it holds are still the log's beginning.
+        """
         key = f"sessions/{skey}/context/{_INDEX}"
-        body = json.dumps({"segments": n + 1}).encode()
         while True:
-            if count >= n + 1:
-                return True  # another writer indexed past us
-            if etag is None:
+            if head.segments >= n + 1:
+                return head  # another writer indexed past us
+            # Its id; a new one for a new index, or for an older writer's (without one).
+            log = (head.etag and head.log) or uuid.uuid4().hex
+            body = json.dumps({"segments": n + 1, "log": log}).encode()
+            if head.etag is None:
                 if n > 0 and await self._exists(self._segment(skey, n - 1)) is None:
-                    return False
-                done = await self._put(key, body, create=True)
+                    return None
+                etag = await self._put(key, body, create=True)
             else:
-                done = await self._put(key, body, if_match=etag)
-            if done:
-                return True
-            count, etag = await self._read_index(skey)
+                etag = await self._put(key, body, if_match=head.etag)
+            if etag is not None:
+                return _Head(n + 1, etag, log)
+            head = await self._read_index(skey)
 
     async def _read_context(self, skey: str) -> bytes | None:
-        count, _ = await self._read_index(skey)
+        count = (await self._read_index(skey)).segments
         parts = await self._gather(self._get_obj(self._segment(skey, i)) for i in range(count))
         bodies: list[bytes] = []
         for part in parts:
@@ -418,7 +430,7 @@ class S3Workspace(SearchableWorkspace):
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         await self._note_id(skey, session_id)
         name = tool_file(tkey)
-        while not await self._put(f"sessions/{skey}/{name}", body, create=True):
+        while await self._put(f"sessions/{skey}/{name}", body, create=True) is None:
             name = tool_file(tkey, unique=True)
         if self._index is not None:
             await asyncio.to_thread(self._index.tool_stored, skey, name, body)  # once stored
@@ -513,6 +525,10 @@ class S3Workspace(SearchableWorkspace):
             await asyncio.to_thread(self._index.drop_session, skey)  # before the objects go
         keys = [k for k, _ in await self._list(f"sessions/{skey}/")]
         names = [k[len("data/") :] for k in keys if k.startswith("data/")]
+        if f"context/{_INDEX}" in keys:
+            # First, alone: a search that finds the log's id skips its indexed segments, so
+            # the id must not outlive them if the purge fails halfway (see _publish).
+            await self._delete([f"sessions/{skey}/context/{_INDEX}"])
         await self._delete(f"sessions/{skey}/{k}" for k in keys)
         self._ids_written.discard(skey)
         if names:
@@ -708,6 +724,18 @@ def _session() -> Any:
         _SESSIONS.clear()
         _SESSIONS[pid] = session
     return _SESSIONS[pid]
+
+
+@dataclass(frozen=True)
+class _Head:
+    """One version of a session's ``context/index.json``."""
+
+    segments: int
+    """Segments 0 to ``segments - 1`` exist."""
+    etag: str | None
+    """``None``: there is no index."""
+    log: str | None
+    """The log's id (see ``_publish``); ``None`` in an older writer's index."""
 
 
 @dataclass
