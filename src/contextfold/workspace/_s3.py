@@ -713,10 +713,11 @@ class S3Workspace(SearchableWorkspace):
             for name, size in listed.tools.items()
             if held.get(name) != size
         ]
-        logged, _ = await asyncio.gather(
-            self._catch_up_log(skey, listed, log, etag, held.get(CONTEXT_FILE)),
-            self._gather(tools),
-        )
+        log_work = self._catch_up_log(skey, listed, log, etag, held.get(CONTEXT_FILE))
+        if tools:
+            logged, _ = await asyncio.gather(log_work, self._gather(tools))
+        else:
+            logged = await log_work  # most searches: no task to schedule
         return present | {CONTEXT_FILE} if logged else present
 
     async def _head(self, skey: str, listed: _Listed) -> tuple[str | None, str | None]:
@@ -745,9 +746,10 @@ class S3Workspace(SearchableWorkspace):
             return False
         keep = tip if listed.start else _kept(tip, listed, log, upto)
         done = 0 if keep is None else keep.segments
-        parts = await self._gather(
-            self._get_obj(self._segment(skey, n)) for n in range(done, listed.start + len(sizes))
-        )
+        end = listed.start + len(sizes)
+        if keep is tip and tip is not None and done == end and (tip.log, tip.etag) == (log, etag):
+            return True  # nothing new
+        parts = await self._gather(self._get_obj(self._segment(skey, n)) for n in range(done, end))
         bodies: list[bytes] = []
         for part in parts:
             if part is None:  # purged meanwhile
