@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +24,7 @@ from contextfold import MissingDependencyError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.testing import WorkspaceContract
 from contextfold.testing._workspace import PNG, image
-from contextfold.workspace import BaseWorkspace, S3Workspace
+from contextfold.workspace import BaseWorkspace, S3Workspace, _s3
 
 from ..s3_server import create_bucket, s3_server
 from .builtin_contract import Backend, BuiltinWorkspaceTests
@@ -290,3 +294,169 @@ async def test_the_index_of_a_killed_process_is_removed_and_close_removes_its_ow
     assert mine.startswith(f"contextfold-s3-{os.getpid()}-")
     await ws.close()
     assert os.listdir(tmp_path) == [live]
+
+
+# -- search: a catch-up reads what is new, and still notices what was purged ----------------
+
+
+@dataclass
+class _Seen:
+    """The S3 requests an instance made (operation names, in order) and the keys its
+    listings returned."""
+
+    ops: list[str] = field(default_factory=list)
+    listed: int = 0
+
+
+async def _parts(ws: S3Workspace, session_id: str, word: str, n: int) -> None:
+    """Offload ``{word} part0`` to ``{word} part{n - 1}``, a segment each."""
+    for i in range(n):
+        await ws.offload_context(session_id, [Msg("user", f"{word} part{i}", "user")])
+
+
+@contextmanager
+def _requests(ws: S3Workspace) -> Iterator[_Seen]:
+    seen = _Seen()
+
+    def note(model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        seen.ops.append(model.name)
+        seen.listed += len(parsed.get("Contents", []))
+
+    events = ws._s3().meta.events
+    events.register("after-call.s3", note)
+    try:
+        yield seen
+    finally:
+        events.unregister("after-call.s3", note)
+
+
+async def test_a_search_reads_what_is_new_not_the_whole_log(
+    s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_s3, "_SKIP_MIN", 4)  # the fewest segments a fleet-wide search skips
+    costs = []
+    for segments, word in ((6, "walrus"), (30, "pelican")):
+        while len(await worker._list("sessions/s1/context/")) <= segments:  # + index.json
+            await worker.offload_context("s1", [Msg("user", "filler words", "user")])
+        await s3ws.search("filler", session_id="s1")
+        await s3ws.search("filler")
+        with _requests(s3ws) as in_session:
+            await s3ws.search("filler", session_id="s1")
+        with _requests(s3ws) as everywhere:
+            await s3ws.search("filler")
+        await worker.offload_context("s1", [Msg("user", f"news {word}", "user")])
+        with _requests(s3ws) as news:
+            [hit] = await s3ws.search(word, session_id="s1")
+        assert hit.offset == segments
+        costs.append((in_session, everywhere, news))
+    # The same after 6 segments and after 30: in the session, one LIST resuming after the
+    # log (it shows index.json); across sessions, the range before the log and after it;
+    # with a new segment, the tail LIST and a GET of index.json and of the segment.
+    expected = (
+        _Seen(["ListObjectsV2"], 1),
+        _Seen(["ListObjectsV2", "ListObjectsV2"], 2),
+        _Seen(["ListObjectsV2", "GetObject", "GetObject"], 2),
+    )
+    assert costs == [expected, expected]
+
+
+async def test_a_search_across_sessions_finds_what_was_stored_around_a_skipped_log(
+    s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_s3, "_SKIP_MIN", 2)
+    await _parts(s3ws, "m", "middle", 3)
+    assert len(await s3ws.search("middle")) == 3  # indexed: the next search skips them
+    # Sessions before and after it in key order, one with more keys than the gap held.
+    await worker.offload_context("a", [Msg("user", "early words", "user")])
+    for i in range(3):
+        await worker.offload_tool_result("a", ToolResultBlock(id=f"c{i}", name="t", output="early"))
+    await worker.offload_context("m", [Msg("user", "middle part3", "user")])
+    await worker.offload_context("z", [Msg("user", "late words", "user")])
+    hits = await s3ws.search("early middle late", limit=20)
+    assert sorted((h.path, h.offset) for h in hits) == [
+        ("sessions/a/context.jsonl", 0),
+        ("sessions/a/tool_result-c0.txt", 0),
+        ("sessions/a/tool_result-c1.txt", 0),
+        ("sessions/a/tool_result-c2.txt", 0),
+        *[("sessions/m/context.jsonl", i) for i in range(4)],
+        ("sessions/z/context.jsonl", 0),
+    ]
+
+
+async def test_another_workers_purge_is_noticed_after_the_log_was_skipped(
+    s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_s3, "_SKIP_MIN", 2)
+    await _parts(s3ws, "s1", "doomed", 3)
+    await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="doomed"))
+    assert [len(await s3ws.search("doomed", session_id=s)) for s in ("s1", None)] == [4, 4]
+    await worker.purge("s1")
+    assert [await s3ws.search("doomed", session_id=s) for s in ("s1", None)] == [[], []]
+
+
+async def test_a_purge_and_rewrite_that_keeps_the_last_segments_leaves_no_stale_hit(
+    s3ws: S3Workspace, worker: S3Workspace
+) -> None:
+    msgs = [Msg("user", text, "user") for text in ("secret plan", "second part", "third part")]
+    for msg in msgs:
+        await s3ws.offload_context("s1", [msg])
+    assert len(await s3ws.search("secret", session_id="s1")) == 1
+    # Redacted: the first segment rewritten at its length, the others byte for byte.
+    await worker.purge("s1")
+    for msg in [msgs[0].model_copy(update={"content": "public plan"}), *msgs[1:]]:
+        await worker.offload_context("s1", [msg])
+    for session_id in ("s1", None):
+        assert await s3ws.search("secret", session_id=session_id) == []
+        assert [h.offset for h in await s3ws.search("public", session_id=session_id)] == [0]
+
+
+async def test_the_segment_index_names_its_log_until_a_purge(s3ws: S3Workspace) -> None:
+    async def index() -> Any:
+        got = await s3ws._get_obj("sessions/s1/context/index.json")
+        assert got is not None
+        return json.loads(got[0])
+
+    await s3ws.offload_context("s1", [Msg("user", "one", "user")])
+    first = await index()
+    await s3ws.offload_context("s1", [Msg("user", "two", "user")])
+    assert await index() == {"segments": 2, "log": first["log"]}
+    await s3ws.purge("s1")
+    await s3ws.offload_context("s1", [Msg("user", "again", "user")])
+    again = await index()
+    assert again["segments"] == 1
+    assert again["log"] != first["log"]
+
+
+async def test_a_log_an_older_writer_indexed_is_caught_up_by_listing(
+    s3ws: S3Workspace, worker: S3Workspace
+) -> None:
+    await worker.offload_context("s1", [Msg("user", "first words", "user")])
+    await worker._put("sessions/s1/context/index.json", b'{"segments": 1}')  # no "log"
+    assert [h.offset for h in await s3ws.search("first", session_id="s1")] == [0]
+    await worker.offload_context("s1", [Msg("user", "second words", "user")])  # names a log
+    assert sorted(h.offset for h in await s3ws.search("words", session_id="s1")) == [0, 1]
+    await worker.purge("s1")
+    await worker.offload_context("s1", [Msg("user", "other words", "user")])
+    await worker._put("sessions/s1/context/index.json", b'{"segments": 1}')
+    hits = await s3ws.search("words", session_id="s1")
+    assert [(h.offset, h.snippet) for h in hits] == [(0, "other **words**")]
+
+
+async def test_a_purge_deletes_the_logs_id_before_its_segments(
+    s3ws: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _parts(s3ws, "s1", "purged", 2)
+    deleted: list[list[str]] = []
+    delete = S3Workspace._delete
+
+    async def recording(self: S3Workspace, keys: Iterable[str]) -> None:
+        deleted.append(sorted(keys))
+        await delete(self, deleted[-1])
+
+    monkeypatch.setattr(S3Workspace, "_delete", recording)
+    await s3ws.purge("s1")
+    assert deleted == [
+        ["sessions/s1/context/index.json"],  # failing halfway, no id vouches for what went
+        [f"sessions/s1/context/00000000000{i}.jsonl" for i in range(2)]
+        + ["sessions/s1/context/index.json"],
+    ]

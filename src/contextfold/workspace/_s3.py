@@ -39,6 +39,10 @@ _INDEX_DIR = "contextfold-s3-"
 """The search indexes' directories in the temporary directory: ``{_INDEX_DIR}{pid}-...``."""
 _ATTEMPTS = 8
 """Tries of one append when a purge of the same session races it."""
+_SKIP_MIN = 64
+"""The fewest indexed segments of a log a search across sessions skips. A skip costs one
+request more (the range before the log is listed apart), which on the tests' server
+takes as long as listing about 30 keys: from 64, a skip saves at least twice its cost."""
 
 
 class S3Workspace(SearchableWorkspace):
@@ -48,7 +52,8 @@ class S3Workspace(SearchableWorkspace):
 
         sessions/{session}/context/{n:012d}.jsonl   the context log: one segment per offload,
                                                     numbered 0, 1, 2, ... (S3 has no append)
-        sessions/{session}/context/index.json       {"segments": N}: segments 0..N-1 exist
+        sessions/{session}/context/index.json       {"segments": N, "log": id}: segments
+                                                    0..N-1 exist, of the log named id
         sessions/{session}/tool_result-{id}.txt     one whole tool result each, written once
         sessions/{session}/state.json               the saved agent state, replaced whole
         sessions/{session}/data/{sha256}.{ext}      empty: the session references this data
@@ -76,10 +81,18 @@ class S3Workspace(SearchableWorkspace):
     private temporary directory removed by :meth:`close` (or, if the process is killed,
     by the next instance opened with the same temporary directory). An offload is
     indexed as it is stored; what other workers (or this bucket before the process
-    started) stored is indexed by a catch-up before each search: one LIST of what it
+    started) stored is indexed by a catch-up before each search: a LIST of what it
     covers (the session's folder, or ``sessions/``) with a GET of each segment or tool
-    result the index lacks; :meth:`initialize` reads nothing of the fleet. Items the
-    listing no longer shows leave the index, and no hit names one.
+    result the index lacks; :meth:`initialize` reads nothing of the fleet. The LIST
+    resumes after the last segment the search index holds of a log (``StartAfter``)
+    while ``index.json`` still names the log by the id it had when those segments were
+    read, so a catch-up costs what is new, not the log's length (across sessions, for
+    logs of ``_SKIP_MIN`` segments or more; tool results, named rather than numbered,
+    are listed whole). The id is new whenever ``index.json`` is created again (after a
+    purge), and a purge deletes ``index.json`` first: a catch-up that finds the id it
+    read knows those segments are still there; one that does not lists the log and
+    indexes it afresh. Items the catch-up no longer finds leave the index, and no hit
+    names one.
 
     Also a :class:`BlobStore` (``blobs/{sha256}``), the large-object tier of
     ``PostgresWorkspace(..., blobs=S3Workspace(...))``.
@@ -112,8 +125,12 @@ class S3Workspace(SearchableWorkspace):
         self._queued: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
         self._ids_written: set[str] = set()
         self._index: SideIndex | None = None
-        self._tips: dict[str, tuple[int, int]] = {}
-        """Session key -> (segments, bytes) of its log the index holds, where known."""
+        self._tips: dict[str, _Tip] = {}
+        """Session key -> what the index holds of its log, where known."""
+        self._log_locks: dict[str, asyncio.Lock] = {}
+        self._gaps: dict[str, int] = {}
+        """Session folder -> keys listed last time between it and the skipped log before
+        it: how many the next listing of that range asks for first."""
 
     def __repr__(self) -> str:
         return f"S3Workspace(bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -155,6 +172,7 @@ class S3Workspace(SearchableWorkspace):
         index, self._index = self._index, None
         self._initialized = False
         self._tips.clear()
+        self._gaps.clear()
         if stack is not None:
             await stack.aclose()
         if index is not None:
@@ -167,7 +185,7 @@ class S3Workspace(SearchableWorkspace):
             second = await self._put(key, b"2", create=True)
         finally:
             await self._delete([key])
-        if not first or second:
+        if first is None or second is not None:
             raise WorkspaceError(
                 f"the S3 server at {self.endpoint_url or 'the default endpoint'} ignores "
                 "If-None-Match on PUT; S3Workspace needs conditional writes so that "
@@ -229,9 +247,10 @@ class S3Workspace(SearchableWorkspace):
 
     async def _put(
         self, key: str, body: bytes, *, create: bool = False, if_match: str | None = None
-    ) -> bool:
+    ) -> str | None:
         """Store ``body`` at ``key``; ``create``: only if absent, ``if_match``: only if the
-        ETag is unchanged. False when that condition failed."""
+        ETag is unchanged. The new object's ETag (``""`` if the server sent none),
+        ``None`` when that condition failed."""
         from botocore.exceptions import ClientError
 
         full = self.prefix + key
@@ -240,20 +259,20 @@ class S3Workspace(SearchableWorkspace):
                 try:
                     s3 = self._s3()
                     if create:
-                        await s3.put_object(
+                        got = await s3.put_object(
                             Bucket=self.bucket, Key=full, Body=body, IfNoneMatch="*"
                         )
                     elif if_match is not None:
-                        await s3.put_object(
+                        got = await s3.put_object(
                             Bucket=self.bucket, Key=full, Body=body, IfMatch=if_match
                         )
                     else:
-                        await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
-                    return True
+                        got = await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
+                    return got.get("ETag", "")
                 except ClientError as exc:
                     code = _code(exc)
                     if code in ("PreconditionFailed", "412") or (if_match and code == "NoSuchKey"):
-                        return False
+                        return None
                     if code != "ConditionalRequestConflict":  # 409: retry, as AWS advises
                         raise
             await asyncio.sleep(0.02)
@@ -261,14 +280,37 @@ class S3Workspace(SearchableWorkspace):
 
     async def _list(self, prefix: str) -> list[tuple[str, int]]:
         """``(key below prefix, size)`` of every object under ``prefix``, in key order."""
+        return [(key, size) for key, size, _ in await self._list_range(prefix)]
+
+    async def _list_range(
+        self, prefix: str, *, after: str | None = None, before: str | None = None, first: int = 1000
+    ) -> list[tuple[str, int, str]]:
+        """``(key below prefix, size, ETag)`` of the objects under ``prefix`` whose
+        (workspace-relative) keys lie after ``after`` and before ``before``, in key order.
+
+        S3 lists from a key (``StartAfter``) but not up to one, so a range that ends where
+        keys to skip begin asks for ``first`` keys, then twice as many each time (up to a
+        page, 1,000): its last request returns a few keys past the end, not a page.
+        """
         full = self.prefix + prefix
-        out: list[tuple[str, int]] = []
-        async with self._boundary("list", full):
-            pages = self._s3().get_paginator("list_objects_v2")
-            async for page in pages.paginate(Bucket=self.bucket, Prefix=full):
-                for obj in page.get("Contents", []):
-                    out.append((obj["Key"][len(full) :], int(obj["Size"])))
-        return out
+        out: list[tuple[str, int, str]] = []
+        size = max(1, min(first, 1000))
+        while True:
+            ask: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": size}
+            if after is not None:
+                ask["StartAfter"] = self.prefix + after
+            async with self._gate, self._boundary("list", full):
+                got = await self._s3().list_objects_v2(**ask)
+            contents = got.get("Contents", [])
+            for obj in contents:
+                key = obj["Key"][len(self.prefix) :]
+                if before is not None and key >= before:
+                    return out
+                out.append((key[len(prefix) :], int(obj["Size"]), obj.get("ETag", "")))
+            if not got.get("IsTruncated") or not contents:
+                return out
+            after = contents[-1]["Key"][len(self.prefix) :]
+            size = min(1000, size * 2)
 
     async def _any(self, prefix: str) -> bool:
         """Whether any object's key starts with ``prefix``."""
@@ -308,16 +350,17 @@ class S3Workspace(SearchableWorkspace):
     def _segment(self, skey: str, n: int) -> str:
         return f"sessions/{skey}/context/{n:0{_SEGMENT_DIGITS}d}.jsonl"
 
-    async def _read_index(self, skey: str) -> tuple[int, str | None]:
+    async def _read_index(self, skey: str) -> _Head:
         got = await self._get_obj(f"sessions/{skey}/context/{_INDEX}")
         if got is None:
-            return 0, None
+            return _Head(0, None, None)
         try:
-            count = int(json.loads(got[0])["segments"])
+            doc = json.loads(got[0])
+            count, log = int(doc["segments"]), doc.get("log")
         except (ValueError, KeyError, TypeError):
             logger.warning("ignoring the unreadable segment index of session key %s", skey)
-            count = 0
-        return count, got[1]
+            count, log = 0, None
+        return _Head(count, got[1], log if isinstance(log, str) and log else None)
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         # Group commit: appends that wait while one is being written go out together, as
@@ -334,7 +377,7 @@ class S3Workspace(SearchableWorkspace):
                 batch = [e for e in self._queued.pop(skey, []) if not e[1].done()]
                 joined = b"".join(p for p, _ in batch)
                 try:
-                    n = await self._append_segment(skey, joined)
+                    n, head = await self._append_segment(skey, joined)
                 except BaseException:
                     others = [e for e in batch if e is not entry]
                     self._queued[skey] = others + self._queued.get(skey, [])
@@ -342,21 +385,22 @@ class S3Workspace(SearchableWorkspace):
                 for _, done in batch:
                     if not done.done():
                         done.set_result(None)
-                await self._index_segment(skey, n, joined)
+                await self._index_segment(skey, n, joined, head)
         except asyncio.CancelledError:
             if entry in self._queued.get(skey, []):
                 self._queued[skey].remove(entry)
             raise
 
-    async def _append_segment(self, skey: str, payload: bytes) -> int:
-        """Store ``payload`` as the session's next segment; its number."""
+    async def _append_segment(self, skey: str, payload: bytes) -> tuple[int, _Head]:
+        """Store ``payload`` as the session's next segment; its number and the version of
+        the index that names it."""
         for _ in range(_ATTEMPTS):
-            count, etag = await self._read_index(skey)
-            n = count
-            while not await self._put(self._segment(skey, n), payload, create=True):
+            head = await self._read_index(skey)
+            n = head.segments
+            while await self._put(self._segment(skey, n), payload, create=True) is None:
                 n = await self._after(skey, n)  # taken: go past the last one stored
-            if await self._publish(skey, n, count, etag):
-                return n
+            if (published := await self._publish(skey, n, head)) is not None:
+                return n, published
             # A purge removed the segments below ours: take ours back and start over.
             await self._delete([self._segment(skey, n)])
         raise WorkspaceError(f"could not append to session key {skey}: purged while writing")
@@ -375,25 +419,33 @@ class S3Workspace(SearchableWorkspace):
         ]
         return max([n, *numbers]) + 1
 
-    async def _publish(self, skey: str, n: int, count: int, etag: str | None) -> bool:
-        """Advance the index past segment ``n``; False if a purge raced the append."""
+    async def _publish(self, skey: str, n: int, head: _Head) -> _Head | None:
+        """Advance the index (read as ``head``) past segment ``n``; the version that names
+        it, ``None`` if a purge raced the append.
+
+        The index also names its log with a random id, kept by every update (``If-Match``)
+        and new whenever the index is created: after a purge, so a reader that finds the
+        id it indexed knows the segments it holds are still the log's beginning.
+        """
         key = f"sessions/{skey}/context/{_INDEX}"
-        body = json.dumps({"segments": n + 1}).encode()
         while True:
-            if count >= n + 1:
-                return True  # another writer indexed past us
-            if etag is None:
+            if head.segments >= n + 1:
+                return head  # another writer indexed past us
+            # Its id; a new one for a new index, or for an older writer's (without one).
+            log = (head.etag and head.log) or uuid.uuid4().hex
+            body = json.dumps({"segments": n + 1, "log": log}).encode()
+            if head.etag is None:
                 if n > 0 and await self._exists(self._segment(skey, n - 1)) is None:
-                    return False
-                done = await self._put(key, body, create=True)
+                    return None
+                etag = await self._put(key, body, create=True)
             else:
-                done = await self._put(key, body, if_match=etag)
-            if done:
-                return True
-            count, etag = await self._read_index(skey)
+                etag = await self._put(key, body, if_match=head.etag)
+            if etag is not None:
+                return _Head(n + 1, etag, log)
+            head = await self._read_index(skey)
 
     async def _read_context(self, skey: str) -> bytes | None:
-        count, _ = await self._read_index(skey)
+        count = (await self._read_index(skey)).segments
         parts = await self._gather(self._get_obj(self._segment(skey, i)) for i in range(count))
         bodies: list[bytes] = []
         for part in parts:
@@ -418,7 +470,7 @@ class S3Workspace(SearchableWorkspace):
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         await self._note_id(skey, session_id)
         name = tool_file(tkey)
-        while not await self._put(f"sessions/{skey}/{name}", body, create=True):
+        while await self._put(f"sessions/{skey}/{name}", body, create=True) is None:
             name = tool_file(tkey, unique=True)
         if self._index is not None:
             await asyncio.to_thread(self._index.tool_stored, skey, name, body)  # once stored
@@ -461,26 +513,8 @@ class S3Workspace(SearchableWorkspace):
 
     async def _layout(self, skey: str | None) -> dict[str, _Listed]:
         """What one LIST shows under ``sessions/`` (or one session's folder), by key."""
-        listing = await self._list("sessions/" if skey is None else f"sessions/{skey}/")
-        out: dict[str, _Listed] = {}
-        for key, size in listing:
-            if skey is not None:
-                key = f"{skey}/{key}"
-            owner, _, rest = key.partition("/")
-            listed = out.setdefault(owner, _Listed())
-            if rest.startswith("context/") and rest.endswith(".jsonl"):
-                number = rest[len("context/") : -len(".jsonl")]
-                if number.isdigit():
-                    listed.segments[int(number)] = size
-            elif rest.startswith("data/"):
-                listed.data.append(rest[len("data/") :])
-            elif rest.startswith("tool_result-"):
-                try:
-                    parse_ref(f"sessions/{owner}/{rest}")
-                except ValueError:
-                    continue
-                listed.tools[rest] = size
-        return out
+        prefix = "sessions/" if skey is None else f"sessions/{skey}/"
+        return _by_session(await self._list_range(prefix), skey)
 
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         out: list[tuple[ItemPath, int, str | None]] = []
@@ -508,11 +542,16 @@ class S3Workspace(SearchableWorkspace):
     # -- purge -----------------------------------------------------------------------------
 
     async def _purge(self, skey: str) -> None:
-        self._tips.pop(skey, None)
         if self._index is not None:
-            await asyncio.to_thread(self._index.drop_session, skey)  # before the objects go
+            async with self._log_lock(skey):
+                self._tips.pop(skey, None)
+                await asyncio.to_thread(self._index.drop_session, skey)  # before the objects go
         keys = [k for k, _ in await self._list(f"sessions/{skey}/")]
         names = [k[len("data/") :] for k in keys if k.startswith("data/")]
+        if f"context/{_INDEX}" in keys:
+            # First, alone: a search that finds the log's id skips its indexed segments, so
+            # the id must not outlive them if the purge fails halfway (see _publish).
+            await self._delete([f"sessions/{skey}/context/{_INDEX}"])
         await self._delete(f"sessions/{skey}/{k}" for k in keys)
         self._ids_written.discard(skey)
         if names:
@@ -537,79 +576,187 @@ class S3Workspace(SearchableWorkspace):
 
     # -- search ----------------------------------------------------------------------------
 
-    async def _index_segment(self, skey: str, n: int, payload: bytes) -> None:
-        """Index segment ``n``, just stored, if the index holds exactly the segments before
-        it; else (another writer's segments between) the next catch-up indexes them all,
-        in order, since a line's offset depends on every segment before it."""
-        index = self._index
-        tip = self._tips.pop(skey, (0, 0) if n == 0 else None)
-        if index is None or tip is None or tip[0] != n:
+    def _log_lock(self, skey: str) -> asyncio.Lock:
+        """Held while a session's log entries in the index and its tip change together."""
+        return self._log_locks.setdefault(skey, asyncio.Lock())
+
+    async def _index_segment(self, skey: str, n: int, payload: bytes, head: _Head) -> None:
+        """Index segment ``n``, just stored and named by ``head``, if the index holds
+        exactly the segments before it, of the log ``head`` names; else (another writer's
+        segments between) the next catch-up indexes them all, in order, since a line's
+        offset depends on every segment before it."""
+        seen = self._tips.get(skey)
+        keep = _Tip(0, 0, head.log, None) if seen is None and n == 0 else seen
+        if keep is None or keep.segments != n or keep.log != head.log:
             return
-        if await asyncio.to_thread(index.log_extended, skey, tip[1], payload):
-            self._tips[skey] = (n + 1, tip[1] + len(payload))
+        await self._extend(skey, seen, keep, payload, 1, head.log, head.etag)
+
+    async def _extend(
+        self,
+        skey: str,
+        seen: _Tip | None,
+        keep: _Tip | None,
+        payload: bytes,
+        segments: int,
+        log: str | None,
+        etag: str | None,
+    ) -> None:
+        """Index ``payload`` (``segments`` segments) after the part ``keep`` of the log
+        the index holds (``None``: drop that part first), and move the tip past it;
+        nothing if the tip moved since it was ``seen`` (an offload or another search
+        indexed the log meanwhile: the next catch-up goes on from there)."""
+        index = self._index
+        async with self._log_lock(skey):
+            if index is None or self._tips.get(skey) is not seen:
+                return
+            if keep is None:
+                await asyncio.to_thread(index.drop_item, skey, CONTEXT_FILE)
+                keep = _Tip(0, 0, log, None)
+            if payload and not await asyncio.to_thread(
+                index.log_extended, skey, keep.size, payload
+            ):
+                self._tips.pop(skey, None)  # what the index holds is unknown: drop it later
+                return
+            tip = _Tip(keep.segments + segments, keep.size + len(payload), log, etag)
+            if tip != seen:
+                self._tips[skey] = tip
+
+    async def _forget(self, skey: str, name: str | None, seen: _Tip | None) -> None:
+        """Drop the session (``name`` None) or its log from the index, and its tip; nothing
+        if the tip moved since it was ``seen``, before the listing that found it gone
+        (an offload stored it again meanwhile)."""
+        index = self._index
+        async with self._log_lock(skey):
+            if index is None or self._tips.get(skey) is not seen:
+                return
+            self._tips.pop(skey, None)
+            if name is None:
+                await asyncio.to_thread(index.drop_session, skey)
+            else:
+                await asyncio.to_thread(index.drop_item, skey, name)
 
     async def _catch_up(self, skey: str | None) -> set[tuple[str, str]]:
-        """Bring the index to what one listing of ``sessions/`` (or of the session
-        ``skey``) shows: index what it lacks, drop what the bucket lost. The
-        ``(session key, name)`` of every item listed."""
+        """Bring the index to what the bucket holds under ``sessions/`` (or the session
+        ``skey``'s folder): index what it lacks, drop what the bucket lost. The
+        ``(session key, name)`` of every item found there."""
         index = self._index
         if index is None:
             return set()
-        layout = await self._layout(skey)
-        indexed = await asyncio.to_thread(index.indexed)
-        present: set[tuple[str, str]] = set()
-        work: list[Awaitable[None]] = []
+        layout, tips = await self._walk(skey)
+        held: dict[str, dict[str, int]] = {}
+        for (key, name), upto in (await asyncio.to_thread(index.indexed)).items():
+            if skey is None or key == skey:
+                held.setdefault(key, {})[name] = upto
+        for key in held.keys() - layout.keys():  # purged by another worker
+            await self._forget(key, None, tips.get(key))
+        found = await self._gather(
+            self._catch_up_session(index, key, listed, held.get(key, {}))
+            for key, listed in layout.items()
+        )
+        return {(key, name) for key, names in zip(layout, found, strict=True) for name in names}
+
+    async def _walk(self, skey: str | None) -> tuple[dict[str, _Listed], dict[str, _Tip]]:
+        """What a listing of ``sessions/`` (or of the session ``skey``'s folder) shows,
+        less the segments the index holds of each log it knows the id of (from 1 segment
+        when searching a session, from ``_SKIP_MIN`` across sessions): the listing
+        resumes after the last of them (``StartAfter``), so a search lists the tail of a
+        log, not all of it. The ranges between skipped runs are listed concurrently.
+        Also the tips as they were when it began."""
+        prefix = "sessions/" if skey is None else f"sessions/{skey}/"
+        tips = dict(self._tips)
+        least = 1 if skey is not None else _SKIP_MIN
+        skips = sorted(
+            (f"sessions/{key}/", key, tip.segments)
+            for key, tip in tips.items()
+            if tip.log is not None and tip.segments >= least and (skey is None or key == skey)
+        )
+        ranges: list[tuple[str | None, str | None]] = []
+        after: str | None = None
+        for folder, key, n in skips:
+            if folder > prefix:
+                ranges.append((after, folder))
+            after = self._segment(key, n - 1)
+        ranges.append((after, None))
+        parts = await self._gather(
+            self._list_range(
+                prefix, after=a, before=b, first=1000 if b is None else self._gaps.get(b, 31) + 1
+            )
+            for a, b in ranges
+        )
+        for (_, before), part in zip(ranges, parts, strict=True):
+            if before is not None:
+                self._gaps[before] = len(part)
+        layout = _by_session((entry for part in parts for entry in part), skey)
         for key, listed in layout.items():
-            sizes = listed.log()
-            if sizes:
-                present.add((key, CONTEXT_FILE))
-                work.append(self._catch_up_log(index, key, sizes, indexed.get((key, CONTEXT_FILE))))
-            for name, size in listed.tools.items():
-                present.add((key, name))
-                if indexed.get((key, name)) != size:
-                    work.append(self._catch_up_tool(index, key, name, (key, name) in indexed))
-        gone: dict[str, list[str]] = {}
-        for key, name in indexed:
-            if (skey is None or key == skey) and (key, name) not in present:
-                gone.setdefault(key, []).append(name)
-        for key, names in gone.items():  # purged by another worker
-            if CONTEXT_FILE in names:
-                self._tips.pop(key, None)
-            if key not in layout:
-                await asyncio.to_thread(index.drop_session, key)
-                continue
-            for name in names:
-                await asyncio.to_thread(index.drop_item, key, name)
-        await self._gather(work)
-        return present
+            listed.tip = tips.get(key)
+        for _, key, n in skips:
+            if key in layout:
+                layout[key].start = n
+        return layout, tips
+
+    async def _catch_up_session(
+        self, index: SideIndex, skey: str, listed: _Listed, held: dict[str, int]
+    ) -> set[str]:
+        """Bring one session's entries to ``listed``; the names of its items found."""
+        log, etag = await self._head(skey, listed)
+        if listed.start and (log is None or listed.tip is None or log != listed.tip.log):
+            # Not the log whose beginning the index holds (purged): list all of it.
+            tip = self._tips.get(skey)
+            listed = (await self._layout(skey)).get(skey) or _Listed()
+            listed.tip = tip
+            log, etag = await self._head(skey, listed)
+        present = set(listed.tools)
+        for name in held.keys() - present - {CONTEXT_FILE}:  # gone from the bucket (purged)
+            await asyncio.to_thread(index.drop_item, skey, name)
+        tools = [
+            self._catch_up_tool(index, skey, name, name in held)
+            for name, size in listed.tools.items()
+            if held.get(name) != size
+        ]
+        log_work = self._catch_up_log(skey, listed, log, etag, held.get(CONTEXT_FILE))
+        if tools:
+            logged, _ = await asyncio.gather(log_work, self._gather(tools))
+        else:
+            logged = await log_work  # most searches: no task to schedule
+        return present | {CONTEXT_FILE} if logged else present
+
+    async def _head(self, skey: str, listed: _Listed) -> tuple[str | None, str | None]:
+        """The id of the log the session's index names, and the index's ETag: from the
+        tip when the listing shows the ETag the tip recorded, else read (one GET).
+        Read before any segment it covers, so an id is never recorded for segments of
+        an earlier log."""
+        tip = listed.tip
+        if listed.head is None:
+            return None, None
+        if tip is not None and tip.etag and tip.etag == listed.head:
+            return tip.log, tip.etag
+        head = await self._read_index(skey)
+        return head.log, head.etag
 
     async def _catch_up_log(
-        self, index: SideIndex, skey: str, sizes: list[int], upto: int | None
-    ) -> None:
-        """Index the segments past the ``upto`` bytes indexed (all of them when ``upto``
-        ends inside a segment: the log was purged and written again)."""
-        done, total = 0, 0
-        while done < len(sizes) and total < (upto or 0):
-            total += sizes[done]
-            done += 1
-        if total != (upto or 0):
-            self._tips.pop(skey, None)
-            await asyncio.to_thread(index.drop_item, skey, CONTEXT_FILE)
-            done = total = 0
-        if done == len(sizes):
-            self._tips.setdefault(skey, (done, total))
-            return
-        parts = await self._gather(
-            self._get_obj(self._segment(skey, n)) for n in range(done, len(sizes))
-        )
+        self, skey: str, listed: _Listed, log: str | None, etag: str | None, upto: int | None
+    ) -> bool:
+        """Index the segments past what the index holds of the log (all of them when
+        that may not be the log's beginning any more), in order; whether there is a log."""
+        tip = listed.tip
+        sizes = listed.log()
+        if not listed.start and not sizes:
+            if upto is not None:
+                await self._forget(skey, CONTEXT_FILE, tip)
+            return False
+        keep = tip if listed.start else _kept(tip, listed, log, upto)
+        done = 0 if keep is None else keep.segments
+        end = listed.start + len(sizes)
+        if keep is tip and tip is not None and done == end and (tip.log, tip.etag) == (log, etag):
+            return True  # nothing new
+        parts = await self._gather(self._get_obj(self._segment(skey, n)) for n in range(done, end))
         bodies: list[bytes] = []
         for part in parts:
             if part is None:  # purged meanwhile
                 break
             bodies.append(part[0])
-        payload = b"".join(bodies)
-        if await asyncio.to_thread(index.log_extended, skey, total, payload):
-            self._tips[skey] = (done + len(bodies), total + len(payload))
+        await self._extend(skey, tip, keep, b"".join(bodies), len(bodies), log, etag)
+        return True
 
     async def _catch_up_tool(self, index: SideIndex, skey: str, name: str, stale: bool) -> None:
         got = await self._get_obj(f"sessions/{skey}/{name}")
@@ -640,7 +787,7 @@ class S3Workspace(SearchableWorkspace):
         return [
             dataclasses.replace(h, session_id=ids[h.skey])
             for h in hits
-            if (h.skey, h.name) in present  # never an item the listing did not show
+            if (h.skey, h.name) in present  # never an item the catch-up did not find
         ]
 
     # -- BlobStore -------------------------------------------------------------------------
@@ -710,6 +857,31 @@ def _session() -> Any:
     return _SESSIONS[pid]
 
 
+@dataclass(frozen=True)
+class _Head:
+    """One version of a session's ``context/index.json``."""
+
+    segments: int
+    """Segments 0 to ``segments - 1`` exist."""
+    etag: str | None
+    """``None``: there is no index."""
+    log: str | None
+    """The log's id (see ``_publish``); ``None`` in an older writer's index."""
+
+
+@dataclass(frozen=True)
+class _Tip:
+    """What the search index holds of one session's log: its first ``segments`` segments,
+    ``size`` bytes, read while its index named the log ``log`` (``None``: unnamed); and
+    the ETag of an index version that names it so (a listing that shows that ETag proves
+    the id without a GET)."""
+
+    segments: int
+    size: int
+    log: str | None
+    etag: str | None
+
+
 @dataclass
 class _Listed:
     """One session's objects in a listing."""
@@ -720,13 +892,64 @@ class _Listed:
     """Tool-result file name -> size."""
     data: list[str] = field(default_factory=list)
     """Names of the data the session references."""
+    head: str | None = None
+    """The ETag of ``context/index.json``, if listed."""
+    start: int = 0
+    """The listing skipped segments 0 to ``start - 1``: the index holds them (``tip``)."""
+    tip: _Tip | None = None
+    """The session's tip when the listing began."""
 
     def log(self) -> list[int]:
-        """The sizes of the readable log: segments 0, 1, ... up to the first gap."""
+        """The sizes of the readable log from segment ``start`` up to the first gap."""
         sizes: list[int] = []
-        while len(sizes) in self.segments:
-            sizes.append(self.segments[len(sizes)])
+        while self.start + len(sizes) in self.segments:
+            sizes.append(self.segments[self.start + len(sizes)])
         return sizes
+
+
+def _by_session(listing: Iterable[tuple[str, int, str]], skey: str | None) -> dict[str, _Listed]:
+    """A listing of ``sessions/`` (or of the session ``skey``'s folder), by session key."""
+    out: dict[str, _Listed] = {}
+    for key, size, etag in listing:
+        if skey is not None:
+            key = f"{skey}/{key}"
+        owner, _, rest = key.partition("/")
+        listed = out.setdefault(owner, _Listed())
+        if rest.startswith("context/") and rest.endswith(".jsonl"):
+            number = rest[len("context/") : -len(".jsonl")]
+            if number.isdigit():
+                listed.segments[int(number)] = size
+        elif rest == f"context/{_INDEX}":
+            listed.head = etag
+        elif rest.startswith("data/"):
+            listed.data.append(rest[len("data/") :])
+        elif rest.startswith("tool_result-"):
+            try:
+                parse_ref(f"sessions/{owner}/{rest}")
+            except ValueError:
+                continue
+            listed.tools[rest] = size
+    return out
+
+
+def _kept(tip: _Tip | None, listed: _Listed, log: str | None, upto: int | None) -> _Tip | None:
+    """What the index may keep of a session's log (``upto`` bytes held, ``tip``), now that
+    the log is named ``log`` and ``listed`` shows its segments; ``None``: drop it all, it
+    may not be the log's beginning any more (purged and written again)."""
+    sizes = listed.log()
+    if tip is not None and tip.log is not None:  # the id proves it, or disproves it
+        whole = tip.log == log and tip.segments <= listed.start + len(sizes)
+        return tip if whole else None
+    if upto is None:
+        return _Tip(0, 0, log, None)
+    if log is not None:
+        return None  # held while the log had no id: not provably this log's
+    # Neither names a log (an older writer's): the sizes must line up, as before ids.
+    done = total = 0
+    while done < len(sizes) and total < upto:
+        total += sizes[done]
+        done += 1
+    return _Tip(done, total, None, None) if total == upto else None
 
 
 def _code(exc: Any) -> str:
