@@ -65,12 +65,8 @@ def _stored_bytes(ws: SearchableWorkspace) -> bytes:
     if isinstance(ws, MemoryWorkspace):
         assert ws._index is not None
         return ws._index.serialize()
-    files = (
-        Path(ws._path).parent.glob("ws.sqlite3*")
-        if isinstance(ws, SQLiteWorkspace)
-        else (ws.workdir.glob("search.sqlite3*"))
-    )
-    return b"".join(f.read_bytes() for f in files)
+    path = Path(_index_path(ws))
+    return b"".join(f.read_bytes() for f in path.parent.glob(f"{path.name}*"))  # and its WAL
 
 
 async def test_the_index_keeps_the_text_but_not_the_term_string(
