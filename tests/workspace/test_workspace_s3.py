@@ -7,9 +7,11 @@ uses its own key prefix in one bucket.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -24,7 +26,7 @@ from contextfold import MissingDependencyError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.testing import WorkspaceContract
 from contextfold.testing._workspace import PNG, image
-from contextfold.workspace import BaseWorkspace, S3Workspace, _s3
+from contextfold.workspace import BaseWorkspace, S3Workspace, _fts, _s3
 
 from ..s3_server import create_bucket, s3_server
 from .builtin_contract import Backend, BuiltinWorkspaceTests
@@ -257,6 +259,27 @@ async def test_another_workers_purge_and_rewrite_leave_no_stale_hit(
         "new words, written longer",
     )
     assert (await _best(s3ws, "result", "s1"))[2] == "new result!"
+
+
+async def test_the_index_stays_exact_as_it_follows_another_workers_purge_and_rewrite(
+    s3ws: S3Workspace, worker: S3Workspace
+) -> None:
+    long = "needle " + "filler words " * 2_000  # longer than the text kept for its snippet
+    await s3ws.offload_context("s1", [Msg("user", "old words", "user"), Msg("user", long, "user")])
+    await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output=long))
+    await s3ws.offload_context("s2", [Msg("user", "kept words", "user")])
+    await worker.purge("s1")
+    await worker.offload_context("s1", [Msg("user", "new words", "user")])
+    await worker.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="new result"))
+    assert sorted(h.snippet for h in await s3ws.search("words needle", limit=5)) == [
+        "kept **words**",
+        "new **words**",
+    ]
+    assert s3ws._index is not None
+    with contextlib.closing(sqlite3.connect(s3ws._index.path)) as c:
+        _fts.register(c)  # FTS5's check that the index holds the terms of its documents
+        c.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        assert c.execute("SELECT COUNT(*) FROM search_docs").fetchone() == (3,)
 
 
 async def test_own_offloads_are_indexed_as_written_not_fetched_back(

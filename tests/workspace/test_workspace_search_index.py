@@ -25,6 +25,8 @@ from contextfold.workspace import (
 )
 from contextfold.workspace._side_index import SideIndex
 
+from ._searchable import open_searchable
+
 
 async def _fill(ws: SearchableWorkspace) -> str:
     await ws.offload_context("s1", [Msg("user", f"alpha line{i}", "user") for i in range(3)])
@@ -121,7 +123,8 @@ async def test_sqlite_database_without_index_entries_is_indexed_on_open(tmp_path
     await _fill(ws)
     await ws.close()
     with sqlite3.connect(path) as c:  # as a database of an older version would be
-        c.execute("DELETE FROM search_fts")
+        c.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+        c.execute("DELETE FROM search_docs")
         c.execute("DELETE FROM search_sources")
     again = SQLiteWorkspace(path, fsync=False)
     await again.initialize()
@@ -146,21 +149,7 @@ async def test_postgres_tables_without_index_entries_are_indexed_on_open(pg_dsn:
 
 @pytest.fixture(params=["memory", "sqlite", "local", "postgres"])
 async def any_ws(request: pytest.FixtureRequest, tmp_path: Path) -> SearchableWorkspace:
-    ws: SearchableWorkspace
-    if request.param == "memory":
-        from contextfold.workspace import MemoryWorkspace
-
-        ws = MemoryWorkspace()
-    elif request.param == "sqlite":
-        ws = SQLiteWorkspace(tmp_path / "ws.sqlite3", fsync=False)
-    elif request.param == "local":
-        ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    else:
-        ws = PostgresWorkspace(
-            request.getfixturevalue("pg_dsn"), table_prefix=f"t{uuid.uuid4().hex[:10]}_"
-        )
-    await ws.initialize()
-    return ws
+    return await open_searchable(request.param, tmp_path, request)
 
 
 async def test_words_in_most_documents_are_left_out_but_never_all(

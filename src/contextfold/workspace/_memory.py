@@ -142,7 +142,8 @@ class MemoryWorkspace(SearchableWorkspace):
         """Bring the index up to date; the caller holds ``_index_lock``."""
         if self._index is None:
             self._index = sqlite3.connect(":memory:", check_same_thread=False)
-            self._index.executescript(_fts.FTS_SCHEMA)
+            with self._index:
+                _fts.install(self._index)
         with self._lock:
             pending, self._pending = self._pending, []
         with self._index:

@@ -27,6 +27,7 @@ __all__ = [
     "RawHit",
     "SearchableWorkspace",
     "context_docs",
+    "doc_terms",
     "tool_doc",
 ]
 
@@ -40,12 +41,14 @@ _TEXT_CHARS = 20_000  # of a message kept in the index for its snippet
 
 @dataclass(frozen=True)
 class Doc:
-    """One document to index: its line (0 for a tool result), terms, and snippet text
-    (``None``: read the item itself)."""
+    """One document to index: its line (0 for a tool result), terms, snippet text
+    (``None``: read the item itself), and the text its terms were taken from when that is
+    not the snippet text (``None``: it is)."""
 
     line: int
     terms: str
     text: str | None
+    source: str | None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,12 @@ def _snippets(texts: list[str], terms: list[str]) -> list[str]:
     return [snippet(text, terms) for text in texts]
 
 
+def doc_terms(source: str) -> str:
+    """The terms a document taken from ``source`` is indexed under, as the engines'
+    tokenizers read them (one string, terms apart)."""
+    return " ".join(index_terms(source))
+
+
 def context_docs(payload: bytes, first_line: int) -> list[Doc]:
     """The documents of whole context-log lines appended at line ``first_line``."""
     lines = payload.decode("utf-8", "replace").split("\n")
@@ -73,13 +82,22 @@ def context_docs(payload: bytes, first_line: int) -> list[Doc]:
     docs = []
     for i, line in enumerate(lines):
         text = message_text(line)
-        docs.append(Doc(first_line + i, " ".join(index_terms(text)), text[:_TEXT_CHARS]))
+        cut = len(text) > _TEXT_CHARS
+        docs.append(
+            Doc(
+                first_line + i,
+                doc_terms(text),
+                text[:_TEXT_CHARS] if cut else text,
+                text[:MAX_DOC_CHARS] if cut else None,
+            )
+        )
     return docs
 
 
 def tool_doc(body: bytes) -> Doc:
     """The document of one tool result."""
-    return Doc(0, " ".join(index_terms(body[:MAX_DOC_CHARS].decode("utf-8", "replace"))), None)
+    source = body[:MAX_DOC_CHARS].decode("utf-8", "replace")
+    return Doc(0, doc_terms(source), None, source)
 
 
 class SearchableWorkspace(BaseWorkspace):

@@ -46,7 +46,14 @@ class SideIndex:
         # transactions, never half of one, and the catch-up indexes them again from the
         # files; no second fsync per offload.
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(_fts.FTS_SCHEMA)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _fts.install(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            conn.close()
+            raise
+        conn.execute("COMMIT")
         self._conn = conn
 
     def close(self) -> None:

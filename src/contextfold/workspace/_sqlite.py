@@ -21,8 +21,7 @@ __all__ = ["SQLiteWorkspace"]
 
 _T = TypeVar("_T")
 
-_SCHEMA = (
-    """
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (skey TEXT PRIMARY KEY, session_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS context_chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT, skey TEXT NOT NULL, body BLOB NOT NULL);
@@ -35,8 +34,6 @@ CREATE TABLE IF NOT EXISTS session_data (
 CREATE INDEX IF NOT EXISTS session_data_by_name ON session_data (name);
 CREATE TABLE IF NOT EXISTS states (skey TEXT PRIMARY KEY, body BLOB NOT NULL);
 """
-    + _fts.FTS_SCHEMA
-)
 
 
 class SQLiteWorkspace(SearchableWorkspace):
@@ -76,6 +73,7 @@ class SQLiteWorkspace(SearchableWorkspace):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     c.execute(statement)
+            _fts.install(c)
             _catch_up(c)
 
         await self._write(tx)

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_DOC_CHARS",
     "MAX_QUERY_LENGTH",
     "MAX_QUERY_TERMS",
+    "TERMS_VERSION",
     "index_terms",
     "message_text",
     "query_terms",
@@ -32,6 +33,9 @@ MAX_QUERY_TERMS = 32
 """Most distinct terms a query is searched with (the first ones are kept)."""
 MAX_DOC_CHARS = 2_000_000
 """Characters of one item that are indexed; the rest of a huge tool result is not."""
+TERMS_VERSION = 1
+"""Bumped with any change to what ``index_terms`` gives: the SQLite index recomputes a
+document's terms to delete it, so an index written under other terms is built again."""
 
 _WORD = re.compile(r"\w+(?:[./\\:\-]+\w+)*")
 _SEPARATORS = re.compile(r"[./\\:\-]+")
