@@ -216,10 +216,7 @@ def summary_prompt(request: SummaryRequest, counter: TokenCounter, size: int) ->
         if needed <= room:
             return prefixed
         fitted = _cut_newest(prefixed, counter, needed - room)
-        if (
-            fitted is not None
-            and counter.count_request(fitted.messages, fitted.offered or ()) <= room
-        ):
+        if fitted is not None and _size(fitted, counter) <= room:
             return fitted
     return transcript_prompt(request, counter, size)
 

@@ -1,7 +1,7 @@
 """Exact token counts for OpenAI's o200k_base and cl100k_base, offline.
 
 Text is counted with ``toktok`` (vocabularies compiled in, ids identical to tiktoken's);
-so are cuts: ``head`` with toktok's own truncation, ``tail`` by a search over suffixes.
+so are cuts: ``head`` with toktok's own truncation, ``tail`` by encoding the end of the text.
 
 What is exact and what is not:
 

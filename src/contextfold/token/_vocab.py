@@ -96,12 +96,27 @@ def seed_tiktoken_cache() -> Path:
 @cache
 def tiktoken_encoding(name: str) -> Any:
     """The ``tiktoken.Encoding`` for ``name``, loaded offline."""
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    _check(name)
     import tiktoken
 
     seed_tiktoken_cache()
     return tiktoken.get_encoding(name)
+
+
+def _check(name: str) -> None:
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+
+
+def _toktok_tokenizer(name: str) -> Any | None:
+    """toktok's tokenizer object for ``name``, reached through its private ``_encoding``;
+    ``None`` if a toktok release removes it (callers fall back to public functions)."""
+    import toktok
+
+    try:
+        return toktok._encoding(name)
+    except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
+        return None
 
 
 @cache
@@ -110,18 +125,16 @@ def text_counter(name: str) -> Callable[[str], int]:
 
     ``toktok.batch_count`` costs ~120 µs per call before counting anything (it sets up
     its batch machinery), which would dominate per-message counting; its tokenizer's own
-    ``count`` does not. That object is reached through toktok's private ``_encoding``, so
-    fall back to the public function if a toktok release removes it. Special-token
-    strings count as ordinary text either way, as the API counts them.
+    ``count`` does not (see :func:`_toktok_tokenizer`). Special-token strings count as
+    ordinary text either way, as the API counts them.
     """
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
-    import toktok
+    _check(name)
+    tokenizer = _toktok_tokenizer(name)
+    if tokenizer is None:  # pragma: no cover - depends on the toktok release
+        import toktok
 
-    try:
-        count: Callable[[str], int] = toktok._encoding(name).count
-    except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
         return lambda text: int(toktok.batch_count([text], name, threads=1)[0])
+    count: Callable[[str], int] = tokenizer.count
     return count
 
 
@@ -134,15 +147,11 @@ class TokenCodec(Protocol):
 
 
 def token_codec(name: str) -> TokenCodec:
-    """Encode and decode for ``name``: toktok's tokenizer, or tiktoken's encoding when a
-    toktok release no longer exposes it (see :func:`text_counter`). Special-token strings
-    are encoded as ordinary text, as they are counted."""
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
-    import toktok
-
-    try:
-        codec: TokenCodec = toktok._encoding(name)
-    except (AttributeError, KeyError):  # pragma: no cover - depends on the toktok release
+    """Encode and decode for ``name``: toktok's tokenizer, or tiktoken's encoding without
+    it (see :func:`text_counter`). Special-token strings are encoded as ordinary text, as
+    they are counted."""
+    _check(name)
+    tokenizer = _toktok_tokenizer(name)
+    if tokenizer is None:  # pragma: no cover - depends on the toktok release
         return cast(TokenCodec, tiktoken_encoding(name))
-    return codec
+    return cast(TokenCodec, tokenizer)

@@ -407,15 +407,11 @@ class S3Workspace(SearchableWorkspace):
 
     async def _after(self, skey: str, n: int) -> int:
         """The number after the last segment stored beyond segment ``n``."""
-        full = self.prefix + f"sessions/{skey}/context/"
-        async with self._gate, self._boundary("list", full):
-            got = await self._s3().list_objects_v2(
-                Bucket=self.bucket, Prefix=full, StartAfter=self.prefix + self._segment(skey, n)
-            )
+        stored = await self._list_range(f"sessions/{skey}/context/", after=self._segment(skey, n))
         numbers = [
             int(name[: -len(".jsonl")])
-            for obj in got.get("Contents", [])
-            if (name := obj["Key"][len(full) :]).endswith(".jsonl") and name[:-6].isdigit()
+            for name, _, _ in stored
+            if name.endswith(".jsonl") and name[:-6].isdigit()
         ]
         return max([n, *numbers]) + 1
 
