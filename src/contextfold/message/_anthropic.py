@@ -36,6 +36,7 @@ from ._msg import Msg, Usage
 from ._toolspec import ToolChoice, ToolSpec
 from ._wire import (
     as_dict,
+    copy_wire,
     data_kind,
     expect_dict,
     expect_list,
@@ -346,24 +347,23 @@ def _to_anthropic(
                 turns.append((msg.role, msg.content, i, extra))
                 counts[i] = 1
             continue
-        blocks: list[dict[str, Any]] = []
-        hints: list[dict[str, Any]] = []
+        remembered: _Remembered | None = msg.cached_wire(_KEY)
+        if remembered is None:
+            remembered = _blocks_to(msg.content, msg.role, i, meta)
+            msg.cache_wire(_KEY, remembered)
+        blocks = [copy_wire(b) for b in remembered[0]]
+        hints = [copy_wire(h) for h in remembered[1]] if remembered[1] else []
+        # Call ids depend on the turns before (a repeated id gets a suffix): set per request.
         call_ids = iter(
             ids.new_turn([b.id for b in msg.content if isinstance(b, ToolCallBlock)])
             if msg.role == "assistant"
             else []
         )
-        for j, b in enumerate(msg.content):
-            if isinstance(b, HintBlock) and msg.role == "assistant":
-                hints.append({"type": "text", "text": wrap_hint(b.hint)})
-                continue
-            wire = _block_to(b, i, j, meta, role=msg.role)
-            if wire is not None and wire["type"] == "tool_use":
+        for wire in blocks:
+            if wire["type"] == "tool_use":
                 wire["id"] = next(call_ids)
-            elif wire is not None and wire["type"] == "tool_result":
+            elif wire["type"] == "tool_result":
                 wire["tool_use_id"] = ids.get(wire["tool_use_id"])
-            if wire is not None:
-                blocks.append(wire)
         if blocks:
             turns.append((msg.role, blocks, i, extra))
         if hints:
@@ -372,6 +372,28 @@ def _to_anthropic(
     merged = _merge(turns)
     messages = [{**x, "role": r, "content": c} for r, c, _, x in merged]
     return _system_to(system_msgs), messages, [o for _, _, o, _ in merged], counts
+
+
+_Remembered = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""A message's content blocks (with its own call ids) and the hints sent after it."""
+
+
+def _blocks_to(
+    content: Sequence[ContentBlock], role: str, i: int, meta: dict[str, Any]
+) -> _Remembered:
+    """A message's content as Anthropic blocks, and an assistant's hints (sent as the next
+    user turn). Built once per message (:meth:`Msg.cache_wire`): an agent resends its
+    whole history every step."""
+    blocks: list[dict[str, Any]] = []
+    hints: list[dict[str, Any]] = []
+    for j, b in enumerate(content):
+        if isinstance(b, HintBlock) and role == "assistant":
+            hints.append({"type": "text", "text": wrap_hint(b.hint)})
+            continue
+        wire = _block_to(b, i, j, meta, role=role)
+        if wire is not None:
+            blocks.append(wire)
+    return blocks, hints
 
 
 class _IdMap:

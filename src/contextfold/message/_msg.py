@@ -78,6 +78,7 @@ class Msg(BaseModel):
     usage: Usage | None = None
 
     _token_cache: dict[str, int] = PrivateAttr(default_factory=dict)
+    _wire_cache: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     def __init__(self, *args: Any, **data: Any) -> None:
         if len(args) > 3:
@@ -151,7 +152,7 @@ class Msg(BaseModel):
         )
         object.__setattr__(msg, "__pydantic_fields_set__", fields_set)
         object.__setattr__(msg, "__pydantic_extra__", None)
-        object.__setattr__(msg, "__pydantic_private__", {"_token_cache": {}})
+        object.__setattr__(msg, "__pydantic_private__", {"_token_cache": {}, "_wire_cache": {}})
         return msg
 
     @classmethod
@@ -210,15 +211,18 @@ class Msg(BaseModel):
         return self.get_blocks(ThinkingBlock)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Msg:
-        """A copy; cached token counts are dropped when ``update`` changes anything."""
+        """A copy; cached token counts and wire forms are dropped when ``update`` changes
+        anything."""
         copy = super().model_copy(update=update, deep=deep)
+        private = copy.__pydantic_private__
         if update:
-            object.__setattr__(copy, "__pydantic_private__", {"_token_cache": {}})
-        elif not deep and copy.__pydantic_private__ is not None:
-            # a shallow copy must not share the cache dict with the original
-            copy.__pydantic_private__["_token_cache"] = dict(
-                copy.__pydantic_private__["_token_cache"]
+            object.__setattr__(
+                copy, "__pydantic_private__", {"_token_cache": {}, "_wire_cache": {}}
             )
+        elif not deep and private is not None:
+            # a shallow copy must not share the cache dicts with the original
+            private["_token_cache"] = dict(private["_token_cache"])
+            private["_wire_cache"] = dict(private["_wire_cache"])
         return copy
 
     # Both read __pydantic_private__ directly: pydantic's private-attribute lookup goes
@@ -236,6 +240,24 @@ class Msg(BaseModel):
             self._token_cache[counter_name] = count
         else:
             private["_token_cache"][counter_name] = count
+
+    def cached_wire(self, form: str) -> Any:
+        """This message in the wire form ``form``, as a converter remembered it, or ``None``.
+
+        Converters build a message's wire form once (the agent resends the whole history
+        every step) and hand out copies of what they remembered: see
+        :func:`contextfold.message.to_openai_messages`.
+        """
+        private = self.__pydantic_private__
+        return private["_wire_cache"].get(form) if private else None
+
+    def cache_wire(self, form: str, value: Any) -> None:
+        """Remember this message's wire form ``form`` (the converter's own copy)."""
+        private = self.__pydantic_private__
+        if private is None:
+            self._wire_cache[form] = value
+        else:
+            private["_wire_cache"][form] = value
 
 
 _ROLES = frozenset({"user", "assistant", "system"})

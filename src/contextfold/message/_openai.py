@@ -33,6 +33,7 @@ from ._msg import Msg
 from ._toolspec import ToolChoice, ToolSpec
 from ._wire import (
     as_dict,
+    copy_wire,
     data_kind,
     dump_arguments,
     expect_dict,
@@ -400,7 +401,13 @@ def openai_wire_texts(msg: Msg) -> WireTexts | None:
 
 
 def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
-    """The messages plus, for each, the index of the ``Msg`` it came from."""
+    """The messages plus, for each, the index of the ``Msg`` it came from.
+
+    Each message's wire form is built once and remembered on it (:meth:`Msg.cache_wire`):
+    an agent sends its whole history every step, and building it again cost several
+    microseconds a message. A message converted right after an assistant's hints (which
+    it carries) is built afresh; everything else is copied from what was remembered.
+    """
     out: list[dict[str, Any]] = []
     origin: list[int] = []
     pending: list[tuple[int, str]] = []  # hints from assistant messages, sent as user text
@@ -414,43 +421,63 @@ def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
     for i, msg in enumerate(msgs):
         if not isinstance(msg, Msg):
             raise MessageFormatError(f"message {i}: expected a Msg, got {type(msg).__name__}")
-        meta = _meta(msg)
-        blocks = msg.blocks()
-        if msg.role == "assistant":
+        if msg.role != "user":
             flush()
-            out.append(_assistant_to(msg, i, meta))
-            origin.append(i)
-            pending.extend((i, wrap_hint(b.hint)) for b in blocks if isinstance(b, HintBlock))
-            continue
-        if msg.role == "system":
-            flush()
-            out.append(_plain_to(msg, i, meta, "system"))
-            origin.append(i)
-            continue
-        results = [b for b in blocks if isinstance(b, ToolResultBlock)]
-        attachments: list[ContentBlock] = []
-        for b in results:
-            tool_msg, moved = _tool_to(b, i, meta if len(blocks) == 1 else {})
-            out.append(tool_msg)
-            origin.append(i)
-            attachments.extend(moved)
-        if results and len(results) == len(blocks) and not attachments and not pending:
-            continue
-        rest = [b for b in blocks if not isinstance(b, ToolResultBlock)]
-        if results:
-            # the other content goes after the tool messages, as OpenAI requires
-            rest_msg = msg.model_copy(update={"content": rest + attachments})
-            meta = {}
-        else:
-            rest_msg = msg
-        user = _plain_to(rest_msg, i, meta, "user")
         if pending:
-            user["content"] = _prepend_text(user["content"], [t for _, t in pending])
-            pending.clear()
-        out.append(user)
-        origin.append(i)
+            wire, hints = _one_to_openai(msg, i, pending)
+        else:
+            remembered: _Remembered | None = msg.cached_wire(_KEY)
+            if remembered is None:
+                wire, hints = _one_to_openai(msg, i, pending)
+                remembered = ([copy_wire(d) for d in wire], hints)
+                msg.cache_wire(_KEY, remembered)
+            else:
+                wire, hints = [copy_wire(d) for d in remembered[0]], remembered[1]
+        out.extend(wire)
+        origin.extend([i] * len(wire))
+        pending.extend((i, h) for h in hints)
     flush()
     return out, origin
+
+
+_Remembered = tuple[list[dict[str, Any]], list[str]]
+"""A message's wire messages and the hints it leaves for the next user message."""
+
+
+def _one_to_openai(
+    msg: Msg, i: int, pending: list[tuple[int, str]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``msg``'s wire messages (taking the ``pending`` hints into a user message) and the
+    hints it leaves pending."""
+    meta = _meta(msg)
+    blocks = msg.blocks()
+    if msg.role == "assistant":
+        hints = [wrap_hint(b.hint) for b in blocks if isinstance(b, HintBlock)]
+        return [_assistant_to(msg, i, meta)], hints
+    if msg.role == "system":
+        return [_plain_to(msg, i, meta, "system")], []
+    out: list[dict[str, Any]] = []
+    results = [b for b in blocks if isinstance(b, ToolResultBlock)]
+    attachments: list[ContentBlock] = []
+    for b in results:
+        tool_msg, moved = _tool_to(b, i, meta if len(blocks) == 1 else {})
+        out.append(tool_msg)
+        attachments.extend(moved)
+    if results and len(results) == len(blocks) and not attachments and not pending:
+        return out, []
+    rest = [b for b in blocks if not isinstance(b, ToolResultBlock)]
+    if results:
+        # the other content goes after the tool messages, as OpenAI requires
+        rest_msg = msg.model_copy(update={"content": rest + attachments})
+        meta = {}
+    else:
+        rest_msg = msg
+    user = _plain_to(rest_msg, i, meta, "user")
+    if pending:
+        user["content"] = _prepend_text(user["content"], [t for _, t in pending])
+        pending.clear()
+    out.append(user)
+    return out, []
 
 
 def _meta(msg: Msg) -> dict[str, Any]:

@@ -74,15 +74,17 @@ def anthropic_request(
     return body
 
 
-_EPHEMERAL = {"type": "ephemeral"}
+def _ephemeral() -> dict[str, str]:
+    # A new dict per breakpoint: a caller editing one request must not edit every other.
+    return {"type": "ephemeral"}
 
 
 def _mark_breakpoints(body: dict[str, Any], msgs: list[Msg], counts: list[int]) -> None:
     system = body.get("system")
     if isinstance(system, str) and system:
-        body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+        body["system"] = [{"type": "text", "text": system, "cache_control": _ephemeral()}]
     elif isinstance(system, list) and system:
-        system[-1] = {**system[-1], "cache_control": _EPHEMERAL}
+        system[-1] = {**system[-1], "cache_control": _ephemeral()}
     ends: list[int] = []
     summary = next((i for i, m in enumerate(msgs) if marker_of(m) is Marker.SUMMARY), None)
     if summary is not None:
@@ -104,5 +106,5 @@ def _mark_breakpoints(body: dict[str, Any], msgs: list[Msg], counts: list[int]) 
         if marked and isinstance(content, str):
             content = message["content"] = [{"type": "text", "text": content}]
         for k in marked:
-            content[k] = {**content[k], "cache_control": _EPHEMERAL}
+            content[k] = {**content[k], "cache_control": _ephemeral()}
         position += size

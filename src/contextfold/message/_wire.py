@@ -23,6 +23,27 @@ def fail(index: int, field: str, problem: str) -> NoReturn:
     raise MessageFormatError(f"{prefix}{field} {problem}" if field else prefix + problem)
 
 
+def copy_wire(value: Any) -> Any:
+    """A copy of the dicts and lists of a wire form, their strings and numbers shared.
+
+    A converter remembers each message's wire form and hands out copies, so a caller that
+    edits a request in place (a cache breakpoint added to a block) changes only its own.
+    """
+    kind = type(value)
+    if kind is dict:
+        out = dict(value)
+        for k, v in out.items():
+            if type(v) in _CONTAINERS:
+                out[k] = copy_wire(v)
+        return out
+    if kind is list:
+        return [copy_wire(v) if type(v) in _CONTAINERS else v for v in value]
+    return value
+
+
+_CONTAINERS = (dict, list)
+
+
 def json_type(value: object) -> str:
     """The JSON name of a value's type, for error messages."""
     if value is None:
