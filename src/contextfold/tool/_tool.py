@@ -7,7 +7,7 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -59,10 +59,9 @@ class FunctionTool:
         # (func, whether it is a coroutine function): inspect's check costs ~1 us a call.
         self._kind: tuple[Callable[..., Any], bool] = (func, inspect.iscoroutinefunction(func))
         self.name = name or func.__name__
-        doc = parse_docstring(inspect.getdoc(func))
-        self.description = description if description is not None else doc.description
-        self._model = _arguments_model(func, self.name, doc.params)
-        self.parameters = _clean_schema(self._model.model_json_schema())
+        described, self._model, schema = _signature(func, self.name)
+        self.description = description if description is not None else described
+        self.parameters = _clean_schema(schema)  # a new dict per tool
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it."""
@@ -88,6 +87,53 @@ class FunctionTool:
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
+
+
+_Signature = tuple[str, type[BaseModel], dict[str, Any]]
+"""A function's docstring description, its arguments model and that model's JSON schema."""
+
+_SIGNATURES: dict[Hashable, _Signature] = {}
+_SIGNATURES_KEPT = 512
+
+
+def _signature(func: Callable[..., Any], name: str) -> _Signature:
+    """What a tool needs from ``func``'s signature and docstring, built once per function
+    definition: an agent makes its read-back and task tools anew (closures over its
+    session), and building the arguments model cost about 1 ms a tool."""
+    key = _signature_key(func, name)
+    known = _SIGNATURES.get(key) if key is not None else None
+    if known is None:
+        doc = parse_docstring(inspect.getdoc(func))
+        model = _arguments_model(func, name, doc.params)
+        known = (doc.description, model, model.model_json_schema())
+        if key is not None:
+            if len(_SIGNATURES) >= _SIGNATURES_KEPT:
+                _SIGNATURES.pop(next(iter(_SIGNATURES)))
+            _SIGNATURES[key] = known
+    return known
+
+
+def _signature_key(func: Callable[..., Any], name: str) -> Hashable | None:
+    """Everything the model and schema are made from, or ``None`` (not remembered) for a
+    callable that is not a plain function or method, or whose parts are unhashable."""
+    code = getattr(func, "__code__", None)
+    if code is None or hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
+        return None
+    kwdefaults = getattr(func, "__kwdefaults__", None) or {}
+    key = (
+        type(func),
+        code,
+        name,
+        func.__doc__,
+        getattr(func, "__defaults__", None),
+        tuple(kwdefaults.items()),
+        tuple(getattr(func, "__annotations__", {}).items()),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _arguments_model(
