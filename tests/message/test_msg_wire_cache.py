@@ -143,3 +143,18 @@ def test_editing_a_breakpoint_leaves_the_next_request_alone() -> None:
     again = anthropic_request(msgs, cache=True)
     assert again["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert again["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_what_a_message_remembers_does_not_change_what_it_equals() -> None:
+    from contextfold.token import OpenAITokenCounter
+
+    msg = Msg.of_blocks(
+        "agent", [TextBlock(text="ok"), ToolCallBlock(id="c1", name="bash")], "assistant"
+    )
+    twin = msg.model_copy()
+    OpenAITokenCounter().count_message(msg)
+    to_openai_messages([msg])
+    anthropic_request([msg], cache=True)
+    assert msg == twin
+    assert twin == msg
+    assert msg != msg.model_copy(update={"name": "other"})

@@ -225,6 +225,13 @@ class Msg(BaseModel):
             private["_wire_cache"] = dict(private["_wire_cache"])
         return copy
 
+    def __eq__(self, other: object) -> bool:
+        # Pydantic compares private attributes too; here they are caches only (token
+        # counts, wire forms), so a counted message equals its uncounted copy.
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(other) is type(self) and self.__dict__ == other.__dict__
+
     # Both read __pydantic_private__ directly: pydantic's private-attribute lookup goes
     # through __getattr__ and costs ~50x more, on the hottest path of the engine.
     def cached_tokens(self, counter_name: str) -> int | None:
