@@ -16,7 +16,6 @@ length, and the time per message of history (median of each request's time / len
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -65,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

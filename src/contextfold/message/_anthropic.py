@@ -351,8 +351,7 @@ def _to_anthropic(
         if remembered is None:
             remembered = _blocks_to(msg.content, msg.role, i, meta)
             msg.cache_wire(_KEY, remembered)
-        blocks = [copy_wire(b) for b in remembered[0]]
-        hints = [copy_wire(h) for h in remembered[1]] if remembered[1] else []
+        blocks, hints = copy_wire(remembered[0]), copy_wire(remembered[1])
         # Call ids depend on the turns before (a repeated id gets a suffix): set per request.
         call_ids = iter(
             ids.new_turn([b.id for b in msg.content if isinstance(b, ToolCallBlock)])

@@ -152,7 +152,7 @@ class Msg(BaseModel):
         )
         object.__setattr__(msg, "__pydantic_fields_set__", fields_set)
         object.__setattr__(msg, "__pydantic_extra__", None)
-        object.__setattr__(msg, "__pydantic_private__", {"_token_cache": {}, "_wire_cache": {}})
+        object.__setattr__(msg, "__pydantic_private__", _no_caches())
         return msg
 
     @classmethod
@@ -216,9 +216,7 @@ class Msg(BaseModel):
         copy = super().model_copy(update=update, deep=deep)
         private = copy.__pydantic_private__
         if update:
-            object.__setattr__(
-                copy, "__pydantic_private__", {"_token_cache": {}, "_wire_cache": {}}
-            )
+            object.__setattr__(copy, "__pydantic_private__", _no_caches())
         elif not deep and private is not None:
             # a shallow copy must not share the cache dicts with the original
             private["_token_cache"] = dict(private["_token_cache"])
@@ -265,6 +263,11 @@ class Msg(BaseModel):
             self._wire_cache[form] = value
         else:
             private["_wire_cache"][form] = value
+
+
+def _no_caches() -> dict[str, Any]:
+    """A message's private attributes as a new one has them: empty caches."""
+    return {"_token_cache": {}, "_wire_cache": {}}
 
 
 _ROLES = frozenset({"user", "assistant", "system"})

@@ -423,16 +423,14 @@ def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
             raise MessageFormatError(f"message {i}: expected a Msg, got {type(msg).__name__}")
         if msg.role != "user":
             flush()
-        if pending:
-            wire, hints = _one_to_openai(msg, i, pending)
+        carries_hints = bool(pending)  # then its form is this request's alone
+        remembered: _Remembered | None = None if carries_hints else msg.cached_wire(_KEY)
+        if remembered is not None:
+            wire, hints = copy_wire(remembered[0]), remembered[1]
         else:
-            remembered: _Remembered | None = msg.cached_wire(_KEY)
-            if remembered is None:
-                wire, hints = _one_to_openai(msg, i, pending)
-                remembered = ([copy_wire(d) for d in wire], hints)
-                msg.cache_wire(_KEY, remembered)
-            else:
-                wire, hints = [copy_wire(d) for d in remembered[0]], remembered[1]
+            wire, hints = _one_to_openai(msg, i, pending)
+            if not carries_hints:
+                msg.cache_wire(_KEY, (copy_wire(wire), hints))
         out.extend(wire)
         origin.extend([i] * len(wire))
         pending.extend((i, h) for h in hints)
