@@ -103,6 +103,21 @@ async def test_a_grammar_retry_shows_the_answer_and_its_validation_error(
     assert "3 is not of type 'string'" in prompts[1]
 
 
+async def test_a_raw_control_character_in_a_string_is_accepted(
+    local_model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The grammar lets the small model write a raw newline or tab inside a JSON string;
+    # the value is unambiguous, and a retry would add the answer to a prompt near the window.
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+    def complete(prompt: str, **options: object) -> _Completion:
+        return _Completion(text='{"city": "Rome\tItaly\nEurope"}')
+
+    monkeypatch.setattr(local_model, "_complete", complete)
+    out = await local_model.structured_output([Msg("user", "Where?", "user")], schema)
+    assert out == StructuredOutput(value={"city": "Rome\tItaly\nEurope"}, attempts=1)
+
+
 async def test_stream_yields_text_then_the_same_response(local_model: LocalChatModel) -> None:
     events = [e async for e in local_model.stream(QUESTION)]
     assert isinstance(events[-1], ResponseCompleted)

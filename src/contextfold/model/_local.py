@@ -498,7 +498,9 @@ class LocalChatModel(ChatModelBase):
         )
         shown = (Msg(self.model_name, done.text, "assistant"),)
         try:
-            value = json.loads(done.text)
+            # strict=False: the grammar lets a raw newline or tab into a string, which the
+            # small model writes; the value is plain, and a retry would resend the answer.
+            value = json.loads(done.text, strict=False)
         except json.JSONDecodeError as exc:
             problem = f"not valid JSON ({exc}); the answer may have hit max_tokens"
             return StructuredAnswer(problem=problem, shown=shown)
