@@ -12,13 +12,17 @@ figure 4 (``fig_retention.replay_graded`` does both in one replay).
 The rule (:func:`choose`): among the variants with no call over the window and whose
 retention of each kind of fact is not lower than the defaults', the lowest median cost per
 run (with several windows: the lowest mean over windows of its median cost relative to the
-defaults'; a variant must qualify at every window).
+defaults'; a variant must qualify at every window); a tie on that is broken by the total
+cost (the same mean of ratios, on the sum over the runs), and a tie on both keeps the
+defaults. The tie-break came in with ``summary_update``: the median run compresses at most
+once at either window, so the median cannot tell an option that acts from the second
+compaction on.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +39,8 @@ WINDOWS = (16_000, 32_000)
 VARIANTS: tuple[dict[str, Any], ...] = (
     {"summary_request": "prefix"},
     {"summary_request": "transcript"},
+    {"summary_update": "rewrite"},
+    {"summary_update": "append"},
     {"observation_masking": False},
     {"observation_masking": True},
     {"observation_masking": True, "tool_policies": {"bash": "strip"}},
@@ -101,7 +107,9 @@ def choose(rows: Mapping[int, Sequence[Row]], *, baseline: str) -> tuple[str, di
     ``rows`` maps each window to its rows (the same names at every window). A variant
     qualifies when, at every window, no call was over the window and no kind of fact was
     retained at a lower rate than by ``baseline``; the qualifying one with the lowest mean
-    over windows of its median cost per run relative to ``baseline``'s wins.
+    over windows of its median cost per run relative to ``baseline``'s wins, then (on a
+    tie) the one with the lowest such mean of its total cost; a tie on both keeps
+    ``baseline``.
     """
     bases = {w: next(r for r in rs if r.name == baseline) for w, rs in rows.items()}
     names = [r.name for r in next(iter(rows.values()))]
@@ -116,17 +124,29 @@ def choose(rows: Mapping[int, Sequence[Row]], *, baseline: str) -> tuple[str, di
         elif lower:
             why[name] = f"retention below {baseline} at {', '.join(lower)}"
         else:
-            scores[name] = statistics.fmean(
-                r.median_cost / bases[w].median_cost if bases[w].median_cost else 1.0
-                for w, r in at.items()
+            scores[name] = (
+                _relative(at, bases, lambda r: r.median_cost),
+                _relative(at, bases, lambda r: sum(r.costs)),
             )
     if not scores:
         return baseline, why
-    winner = min(scores, key=lambda n: (scores[n], n != baseline))
-    for name, score in scores.items():
+    winner = min(scores, key=lambda n: (round(scores[n][0], 9), scores[n][1], n != baseline))
+    for name, (median, total) in scores.items():
         verdict = "chosen, " if name == winner else ""
-        why[name] = f"{verdict}median cost {100 * (score - 1):+.1f}% against {baseline}"
+        why[name] = (
+            f"{verdict}median cost {100 * (median - 1):+.1f}%, total cost "
+            f"{100 * (total - 1):+.1f}% against {baseline}"
+        )
     return winner, {name: why[name] for name in names}
+
+
+def _relative(
+    at: Mapping[int, Row], bases: Mapping[int, Row], cost: Callable[[Row], float]
+) -> float:
+    """The mean over windows of ``cost`` of a variant's row relative to the baseline's."""
+    return statistics.fmean(
+        cost(r) / cost(bases[w]) if cost(bases[w]) else 1.0 for w, r in at.items()
+    )
 
 
 def _pct(rate: float | None) -> str:

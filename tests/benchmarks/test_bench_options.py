@@ -27,8 +27,8 @@ def test_the_cheapest_variant_that_keeps_retention_and_the_window_wins() -> None
     winner, why = choose(rows, baseline="defaults")
     assert winner == "cheaper"
     assert why == {
-        "defaults": "median cost +0.0% against defaults",
-        "cheaper": "chosen, median cost -25.0% against defaults",
+        "defaults": "median cost +0.0%, total cost +0.0% against defaults",
+        "cheaper": "chosen, median cost -25.0%, total cost -8.3% against defaults",
         "cheapest but forgets": "retention below defaults at 16,000",
         "cheapest but overflows": "calls over the window at 16,000",
     }
@@ -55,7 +55,23 @@ def test_a_variant_must_qualify_at_every_window_and_wins_on_its_mean_relative_co
     winner, why = choose(rows, baseline="defaults")
     assert winner == "defaults"
     assert why["a"] == "retention below defaults at 32,000"
-    assert why["b"] == "median cost +5.0% against defaults"
+    assert why["b"] == "median cost +5.0%, total cost +5.0% against defaults"
+
+
+def test_a_tie_on_the_median_goes_to_the_lower_total() -> None:
+    # The median run is the same; the variant saves on the runs above it.
+    rows = {
+        16_000: [
+            _row("defaults", 16_000, [1.0, 2.0, 9.0]),
+            _row("dearer above the median", 16_000, [1.0, 2.0, 10.0]),
+            _row("cheaper above the median", 16_000, [1.0, 2.0, 6.0]),
+        ]
+    }
+    winner, why = choose(rows, baseline="defaults")
+    assert winner == "cheaper above the median"
+    assert why["cheaper above the median"] == (
+        "chosen, median cost +0.0%, total cost -25.0% against defaults"
+    )
 
 
 def test_variants_start_with_the_defaults_and_skip_changes_equal_to_them() -> None:

@@ -1,7 +1,7 @@
 """The cache-preserving options, over generated conversations: every request fits the
 window and is provider-valid, a request extends the one before it unless a compaction
-came between (at most one cache break per compaction event), and a summary request
-extends the last request sent."""
+came between (at most one cache break per compaction event), a summary request extends
+the last request sent, and an appended summary starts with the summary it extends."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.context import CompressionEvent, ContextConfig, ContextEngine, ModelSummarizer
+from contextfold.context._summary import summary_parts
 from contextfold.message import (
     Marker,
     Msg,
@@ -37,6 +38,7 @@ options = st.fixed_dictionaries(
         "summary_request": st.sampled_from(["prefix", "transcript"]),
         "tool_policies": st.sampled_from([{}, {"Read": "protect"}, {"bash": "strip"}]),
         "min_compaction_saving": st.sampled_from([0.0, 0.05]),
+        "summary_update": st.sampled_from(["rewrite", "append"]),
     }
 )
 
@@ -50,7 +52,13 @@ def extends(new: list[Msg], old: list[Msg]) -> bool:
     return len(new) >= len(old) and all(a is b for a, b in zip(new, old, strict=False))
 
 
-async def run(steps: list[tuple[str, int]], config: dict[str, object]) -> None:
+async def run(
+    steps: list[tuple[str, int]], config: dict[str, object], appended: list[int] | None = None
+) -> None:
+    """Replay ``steps``, checking every invariant; ``appended`` gets the part count of
+    each appended summary."""
+    appended = [] if appended is None else appended
+
     def summarize(request: ScriptedRequest) -> ScriptedReply:
         return summary()
 
@@ -73,6 +81,7 @@ async def run(steps: list[tuple[str, int]], config: dict[str, object]) -> None:
             engine.append(asst)
             await engine.add_tool_results(results(asst, words(size, "out")))
         seen_requests = len(model.requests)
+        layer = engine.summary
         before = sum(isinstance(e, CompressionEvent) for e in events)
         model_input = await engine.prepare("You are a coding agent.", TOOLS)
         compacted = sum(isinstance(e, CompressionEvent) for e in events) - before
@@ -83,6 +92,13 @@ async def run(steps: list[tuple[str, int]], config: dict[str, object]) -> None:
         if previous and not compacted:
             # No compaction: the request only appends to the one before (no cache break).
             assert extends(stored(sent), previous)
+        parts = summary_parts(engine.summary) if engine.summary is not None else []
+        if engine.summary is not layer and layer is not None and len(parts) > 1:
+            # An appended part: the layer before it is still there, block for block, so
+            # the provider's cache reads it back.
+            assert config["summary_update"] == "append"
+            assert parts[:-1] == summary_parts(layer)
+            appended.append(len(parts))
         for request in model.requests[seen_requests:]:
             assert request.is_summary
             if config["summary_request"] == "prefix" and request.tool_choice is None:
@@ -101,3 +117,36 @@ def test_cache_preserving_options_keep_every_invariant(
     steps: list[tuple[str, int]], config: dict[str, object]
 ) -> None:
     asyncio.run(run(steps, config))
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    steps=st.lists(step, min_size=30, max_size=60),
+    masking=st.booleans(),
+    request=st.sampled_from(["prefix", "transcript"]),
+)
+def test_appended_summaries_keep_every_invariant(
+    steps: list[tuple[str, int]], masking: bool, request: str
+) -> None:
+    config: dict[str, object] = {
+        "observation_masking": masking,
+        "summary_request": request,
+        "tool_policies": {},
+        "min_compaction_saving": 0.0,
+        "summary_update": "append",
+    }
+    asyncio.run(run(steps, config, APPENDED))
+
+
+APPENDED: list[int] = []
+"""Part counts of the appended summaries the test above saw (checked below)."""
+
+
+def test_the_appended_summaries_were_exercised() -> None:
+    # Runs after the property test in this module: it must have appended, repeatedly.
+    assert APPENDED, "no generated conversation appended a summary part"
+    assert max(APPENDED) >= 3

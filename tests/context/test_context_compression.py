@@ -139,7 +139,8 @@ async def test_summarizer_reads_tool_calls_and_results_as_text() -> None:
 
 async def test_second_compression_folds_the_first_summary_in() -> None:
     engine, model = make_engine(
-        [summary(task_overview="FIRST OVERVIEW"), summary(task_overview="SECOND")]
+        [summary(task_overview="FIRST OVERVIEW"), summary(task_overview="SECOND")],
+        summary_update="rewrite",
     )
     await fill(engine, 16)
     await engine.prepare("sys", [])

@@ -19,6 +19,8 @@ escalation, image limit), ``_redact`` (the redaction hook applied to what leaves
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    DEFAULT_SUMMARY_UPDATE_PROMPT,
+    DEFAULT_SUMMARY_UPDATE_TEMPLATE,
     MIN_TOOL_RESULT_LIMIT,
     ContextConfig,
     SummarySchema,
@@ -64,6 +66,8 @@ from ._types import (
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "DEFAULT_SUMMARY_UPDATE_PROMPT",
+    "DEFAULT_SUMMARY_UPDATE_TEMPLATE",
     "HINT_NAME",
     "MIN_TOOL_RESULT_LIMIT",
     "READBACK_HINT",

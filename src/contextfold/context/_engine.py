@@ -33,17 +33,21 @@ from ..token import TokenCounter, UsageCalibration
 from ..workspace import DataOffloader, Offloader
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
-from ._ledger import extract_ledger
+from ._ledger import LedgerKind, extract_ledger
 from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
+    append_budget,
     compose_summary,
     fallback_summary,
     ledger_budget,
     ledger_of,
+    part_fields,
+    part_ledger,
     safe_format,
     summary_budget,
     summary_msg,
+    summary_parts,
     with_note,
 )
 from ._trim import (
@@ -483,8 +487,14 @@ class ContextEngine:
         # The request to extend is chosen first, then redacted with the messages to fold.
         base = self._summary_prefix(prefix, k) if config.summary_request == "prefix" else None
         folded, base = self._redacted(compressed, base)
-        ledger = ledger_of(previous).merge(extract_ledger(folded))
+        found = extract_ledger(folded)
+        # The layer's whole ledger, as a rewrite (or a fallback) lists it.
+        ledger = ledger_of(previous).merge(found)
         ledger = ledger.select(self.counter, ledger_budget(config, self.context_size))
+        part = append_budget(config, self.context_size, self.counter, previous)
+        hints = () if request.instructions is None else (request.instructions,)
+        if part is not None:
+            hints = (HintBlock(hint=config.summary_update_prompt), *hints)
         summary_request = SummaryRequest(
             messages=folded,
             previous=previous,
@@ -492,10 +502,11 @@ class ContextEngine:
                 config.compression_prompt,
                 {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
             ),
-            hints=() if request.instructions is None else (request.instructions,),
+            hints=hints,
             schema=config.summary_schema,
             max_attempts=config.summary_attempts,
             prefix=base,
+            previous_stays=part is not None,
         )
         error: Exception | None = None
         result: SummaryResult | None = None
@@ -519,7 +530,9 @@ class ContextEngine:
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
         ref = await self._offload_context(compressed)
-        if result is not None:
+        if result is not None and part is not None and previous is not None:
+            summary = self._appended(result, previous, found, part, ref, len(compressed), config)
+        elif result is not None:
             text = compose_summary(
                 result.fields,
                 config=config,
@@ -531,6 +544,7 @@ class ContextEngine:
                 uncovered=result.uncovered,
                 cut=result.cut,
             )
+            summary = summary_msg(text, ledger, result.fields)
         else:
             assert error is not None
             text = fallback_summary(
@@ -542,7 +556,7 @@ class ContextEngine:
                 counter=self.counter,
                 budget=summary_budget(config, self.context_size),
             )
-        summary = summary_msg(text, ledger, result.fields if result is not None else None)
+            summary = summary_msg(text, ledger, None)
         kept = [*snapshot[k:], *appended]
         kept_tokens = [self.counter.count_message(m) for m in kept]
         escalation = await self._escalate(
@@ -580,6 +594,42 @@ class ContextEngine:
             await self._emit(truncation)
         await self._emit(event)
         return event
+
+    def _appended(
+        self,
+        result: SummaryResult,
+        previous: Msg,
+        found: Sequence[tuple[LedgerKind, str]],
+        budget: int,
+        ref: str | None,
+        compressed: int,
+        config: ContextConfig,
+    ) -> Msg:
+        """``previous`` unchanged, then a part for what this compaction folded."""
+        shown, layer = part_ledger(
+            ledger_of(previous),
+            found,
+            self.counter,
+            min(ledger_budget(config, self.context_size), budget * 3 // 4),
+        )
+        earlier = previous.metadata.get("fields")
+        fields, carried = part_fields(
+            result.fields, earlier if isinstance(earlier, Mapping) else None
+        )
+        text = compose_summary(
+            fields,
+            config=config,
+            counter=self.counter,
+            size=self.context_size,
+            ledger=shown,
+            ref=ref,
+            compressed=compressed,
+            uncovered=result.uncovered,
+            cut=result.cut,
+            template=config.summary_update_template,
+            budget=budget,
+        )
+        return summary_msg(text, layer, carried, earlier=summary_parts(previous))
 
     async def _mask(
         self,

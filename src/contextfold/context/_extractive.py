@@ -271,15 +271,21 @@ class ExtractiveSummarizer:
         return "ExtractiveSummarizer()"
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """The fields of ``request.messages``, folding in ``request.previous``."""
+        """The fields of ``request.messages``, folding in ``request.previous`` unless it
+        stays in place (``request.previous_stays``)."""
         self.calls += 1
-        previous_fields = request.previous_fields or {}
-        task = previous_fields.get("task_overview")
-        fields = extractive_summary(
-            request.messages,
-            previous=request.previous.text if request.previous is not None else None,
-            previous_task=task if isinstance(task, str) else None,
-        )
+        if request.previous_stays:
+            # The summary in place stays: the fields cover the new messages alone, and the
+            # task is the one it states.
+            fields = {**extractive_summary(request.messages), "task_overview": ""}
+        else:
+            previous_fields = request.previous_fields or {}
+            task = previous_fields.get("task_overview")
+            fields = extractive_summary(
+                request.messages,
+                previous=request.previous.text if request.previous is not None else None,
+                previous_task=task if isinstance(task, str) else None,
+            )
         rendered = "\n\n".join(f"{k}: {v}" for k, v in fields.items())
         return SummaryResult(fields=_fit_schema(request.schema, fields, rendered))
 

@@ -79,6 +79,9 @@ class SummaryRequest:
     prefix: ModelInput | None = None
     """The request the agent was about to send, when the compression runs before a step:
     a summarizer on the agent's model can reuse it as a cached prefix."""
+    previous_stays: bool = False
+    """The previous summary stays in the layer word for word (``summary_update="append"``):
+    the fields cover only what ``messages`` add to it."""
 
     @property
     def previous_fields(self) -> Mapping[str, Any] | None:

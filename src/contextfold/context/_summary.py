@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..message import MARKER_KEY, Marker, Msg, runtime_note
+from ..message import MARKER_KEY, Marker, Msg, TextBlock, runtime_note
 from ..token import TokenCounter, head_within
 from ._config import ContextConfig
-from ._ledger import ArtifactLedger
+from ._ledger import ArtifactLedger, LedgerKind
 
 __all__ = [
     "SUMMARY_NAME",
+    "append_budget",
     "compose_summary",
     "fallback_summary",
     "ledger_budget",
     "ledger_of",
+    "part_fields",
+    "part_ledger",
     "render_summary",
     "safe_format",
     "summary_budget",
     "summary_msg",
+    "summary_parts",
     "with_note",
 ]
 
@@ -80,6 +84,62 @@ def ledger_budget(config: ContextConfig, size: int) -> int:
     return min(int(config.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
 
 
+def append_budget(
+    config: ContextConfig, size: int, counter: TokenCounter, previous: Msg | None
+) -> int | None:
+    """Tokens a new part appended to ``previous`` may take, or ``None`` when this
+    compaction rewrites the summary (``summary_update="rewrite"``, no summary yet, or less
+    than a third of :func:`summary_budget` left beside it)."""
+    if config.summary_update != "append" or previous is None:
+        return None
+    budget = summary_budget(config, size)
+    room = budget - counter.count_message(previous)
+    return room if room >= budget // 3 else None
+
+
+def part_ledger(
+    previous: ArtifactLedger,
+    found: Sequence[tuple[LedgerKind, str]],
+    counter: TokenCounter,
+    budget: int,
+) -> tuple[ArtifactLedger, ArtifactLedger]:
+    """The facts a part appended to the summary lists, and the whole layer's ledger.
+
+    A fact the earlier parts list already is not listed again (it counts as seen again in
+    the layer's ledger); of the new ones, the best-ranked that fit ``budget`` are.
+    """
+    merged = previous.merge(found)
+    listed = {(e.kind, e.text) for e in previous.entries}
+    new = ArtifactLedger(
+        entries=[e for e in merged.entries if (e.kind, e.text) not in listed],
+        compactions=merged.compactions,
+    ).select(counter, budget)
+    listed |= {(e.kind, e.text) for e in new.entries}
+    layer = ArtifactLedger(
+        entries=[e for e in merged.entries if (e.kind, e.text) in listed],
+        compactions=merged.compactions,
+    )
+    return new, layer
+
+
+def part_fields(
+    fields: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What an appended part renders, and the fields the summary message carries.
+
+    A non-empty ``task_overview`` (the task changed) is rendered under a ``# Task
+    changes`` heading. The message carries the newest part's fields, with the earlier
+    values of the fields it left empty.
+    """
+    shown = dict(fields)
+    task = _as_text(shown.get("task_overview")).strip()
+    if "task_overview" in shown:
+        shown["task_overview"] = f"# Task changes\n{task}\n\n" if task else ""
+    carried = dict(previous or {})
+    carried.update({k: v for k, v in fields.items() if _as_text(v).strip()})
+    return shown, carried
+
+
 def compose_summary(
     fields: Mapping[str, Any],
     *,
@@ -91,15 +151,19 @@ def compose_summary(
     compressed: int,
     uncovered: int = 0,
     cut: bool = False,
+    template: str | None = None,
+    budget: int | None = None,
 ) -> str:
     """Render ``fields`` with the template, plus what the engine adds, within the budget.
 
     The engine's additions (a note on what the summarizer could not read, the reference to
     the offloaded messages, the ledger) are never cut: the model-written fields are, each
     within its own share of what the additions and the template leave
-    (:func:`summary_budget` in all). The additions go where the template has
-    ``{artifacts}``, else into ``{context_to_preserve}``, else after the rendered text.
+    (:func:`summary_budget` in all, or ``budget``). The additions go where the template
+    has ``{artifacts}``, else into ``{context_to_preserve}``, else after the rendered text.
+    ``template`` replaces ``config.summary_template`` (a part appended to the summary).
     """
+    template = config.summary_template if template is None else template
     extras: list[str] = []
     if uncovered:
         extras.append(
@@ -125,15 +189,15 @@ def compose_summary(
         said = "\n".join(values.values())
         return "\n\n".join(p for p in (*extras, ledger.render(said)) if p)
 
-    budget = summary_budget(config, size)
+    budget = summary_budget(config, size) if budget is None else budget
     for _ in range(4):
-        text = _render_with(config.summary_template, values, additions_to(values))
+        text = _render_with(template, values, additions_to(values))
         over = counter.count_text(text) - budget
         if over <= 0:
             return text
         values = _shrink(values, counter, over)
     empty = dict.fromkeys(values, "")
-    return _render_with(config.summary_template, empty, additions_to(empty))
+    return _render_with(template, empty, additions_to(empty))
 
 
 def _render_with(template: str, values: Mapping[str, str], additions: str) -> str:
@@ -216,25 +280,46 @@ def fallback_summary(
     return text
 
 
-def summary_msg(text: str, ledger: ArtifactLedger, fields: Mapping[str, Any] | None) -> Msg:
+def summary_msg(
+    text: str,
+    ledger: ArtifactLedger,
+    fields: Mapping[str, Any] | None,
+    *,
+    earlier: Sequence[TextBlock] = (),
+) -> Msg:
     """The summary as a user-role message; ledger and fields ride in its metadata.
 
     The ledger lets the next compression merge it; the fields let callers (and the next
-    summarizer) read the structured summary without parsing the rendered text.
+    summarizer) read the structured summary without parsing the rendered text. With
+    ``earlier`` (the parts of the summary in place, ``summary_update="append"``), the
+    message is those text blocks, unchanged, then ``text`` as one more block: the prefix a
+    provider cached ends on a block boundary.
     """
     metadata: dict[str, Any] = {MARKER_KEY: Marker.SUMMARY.value, "ledger": ledger.model_dump()}
     if fields is not None:
         metadata["fields"] = dict(fields)
-    return Msg(SUMMARY_NAME, text, "user", metadata=metadata)
+    content: str | list[TextBlock] = [*earlier, TextBlock(text=text)] if earlier else text
+    return Msg(SUMMARY_NAME, content, "user", metadata=metadata)
+
+
+def summary_parts(summary: Msg) -> list[TextBlock]:
+    """The text blocks of a summary message, oldest part first."""
+    if isinstance(summary.content, str):
+        return [TextBlock(text=summary.content)]
+    parts = [b for b in summary.content if isinstance(b, TextBlock)]
+    return parts or [TextBlock(text=summary.text)]
 
 
 def with_note(summary: Msg, note: str) -> Msg:
-    """``summary`` with ``note`` appended (ledger and fields kept)."""
+    """``summary`` with ``note`` appended to its newest part (ledger, fields and the
+    earlier parts kept)."""
     fields = summary.metadata.get("fields")
+    *earlier, newest = summary_parts(summary)
     return summary_msg(
-        f"{summary.text}\n\n{note}",
+        f"{newest.text}\n\n{note}",
         ledger_of(summary),
         fields if isinstance(fields, Mapping) else None,
+        earlier=earlier,
     )
 
 

@@ -1,0 +1,193 @@
+"""``summary_update="append"``: a compaction keeps the summary in place, word for word, and
+adds a part for what it folded, so the provider's cache still holds the old part."""
+
+from __future__ import annotations
+
+from contextfold.context import (
+    DEFAULT_SUMMARY_UPDATE_PROMPT,
+    ContextConfig,
+    ContextEngine,
+    ExtractiveSummarizer,
+    SummaryRequest,
+    SummarySchema,
+)
+from contextfold.context._ledger import ArtifactLedger
+from contextfold.context._summary import (
+    part_fields,
+    summary_budget,
+    summary_msg,
+    summary_parts,
+    with_note,
+)
+from contextfold.message import Msg, TextBlock, anthropic_request
+from contextfold.replay._cache import AnthropicCache, anthropic_blocks
+
+from .ctx_support import RecordingOffloader, call, make_engine, results, summary, user, words
+
+SYSTEM = "You are a coding agent."
+PART = summary(
+    task_overview="",
+    current_state="Patched tokenize() in src/parser.py.",
+    important_discoveries="The tests pass now.",
+    next_steps="Run the whole suite.",
+    context_to_preserve="",
+)
+
+
+async def span(engine: ContextEngine, path: str, turns: int = 6) -> None:
+    """``turns`` tool exchanges whose commands and outputs name ``path``."""
+    for i in range(turns):
+        asst = call("bash", text=f"look at {path}")
+        asst.tool_calls[0].input["command"] = f"cat {path}"
+        engine.append(asst)
+        await engine.add_tool_results(results(asst, f"{path}: line {i}\n" + words(250, "out")))
+
+
+async def two_compactions(
+    update: str, first: dict[str, str] | None = None
+) -> tuple[ContextEngine, Msg, list[object]]:
+    engine, model = make_engine(
+        [first or summary(), PART],
+        context_size=4000,
+        offloader=RecordingOffloader(),
+        summary_update=update,
+    )
+    engine.append(user("Fix the failing parser in src/parser.py."))
+    await span(engine, "src/parser.py")
+    assert await engine.compress(SYSTEM, force=True) is not None
+    before = engine.summary
+    assert before is not None
+    await span(engine, "src/lexer.py")
+    assert await engine.compress(SYSTEM, force=True) is not None
+    return engine, before, list(model.requests)
+
+
+async def test_append_keeps_the_summary_in_place_and_adds_one_part() -> None:
+    engine, before, _ = await two_compactions("append")
+    after = engine.summary
+    assert after is not None
+    *earlier, newest = summary_parts(after)
+    assert earlier == summary_parts(before)
+    assert newest.text.startswith("<system-reminder>Update to the summary above")
+    assert "Patched tokenize()" in newest.text
+    assert "# Task changes" not in newest.text  # the task did not change
+
+
+async def test_rewrite_folds_the_summary_into_one() -> None:
+    engine, before, _ = await two_compactions("rewrite")
+    after = engine.summary
+    assert after is not None
+    assert len(summary_parts(after)) == 1
+    assert not after.text.startswith(before.text)
+
+
+async def test_the_summarizer_is_told_the_summary_stays() -> None:
+    _, _, requests = await two_compactions("append")
+    first, second = (r for r in requests if r.is_summary)
+    assert DEFAULT_SUMMARY_UPDATE_PROMPT not in "\n".join(m.text for m in first.messages)
+    assert DEFAULT_SUMMARY_UPDATE_PROMPT in "\n".join(m.text for m in second.messages)
+
+
+async def test_the_new_part_lists_only_facts_the_layer_does_not_hold() -> None:
+    engine, before, _ = await two_compactions("append")
+    assert engine.summary is not None
+    newest = summary_parts(engine.summary)[-1].text
+    facts = newest.split("Facts from the compressed history")[1]
+    assert "cat src/lexer.py" in facts
+    assert "cat src/parser.py" in before.text
+    assert "cat src/parser.py" not in facts
+    # The layer's ledger holds both, for the rewrite that comes when the layer is full.
+    listed = {
+        e.text for e in ArtifactLedger.model_validate(engine.summary.metadata["ledger"]).entries
+    }
+    assert {"cat src/lexer.py", "cat src/parser.py"} <= {t.split("] ", 1)[-1] for t in listed}
+
+
+async def test_a_full_layer_is_rewritten() -> None:
+    # A first summary that leaves less than a third of the layer's budget beside it.
+    budget = summary_budget(ContextConfig(), 4000)
+    long = summary(important_discoveries=words(budget * 4 // 5, "fact"))
+    engine, _, _ = await two_compactions("append", first=long)
+    assert engine.summary is not None
+    assert len(summary_parts(engine.summary)) == 1
+    assert "Update to the summary above" not in engine.summary.text
+
+
+async def _reads_after_second_compaction(update: str) -> tuple[int, int]:
+    """(tokens read from the cache by the first request after the second compaction,
+    tokens of the request's prefix through the first summary)."""
+    engine, model = make_engine(
+        [summary(), PART], context_size=4000, offloader=RecordingOffloader(), summary_update=update
+    )
+    cache = AnthropicCache(min_cacheable_tokens=1)
+    counter = model.token_counter
+    engine.append(user("Fix the failing parser in src/parser.py."))
+    await span(engine, "src/parser.py")
+    await engine.compress(SYSTEM, force=True)
+    sent = await engine.prepare(SYSTEM)
+    old = anthropic_blocks(anthropic_request(sent.messages(), cache=True), counter)
+    cache.request(old, at=0)
+    await span(engine, "src/lexer.py")
+    await engine.compress(SYSTEM, force=True)
+    sent = await engine.prepare(SYSTEM)
+    new = anthropic_blocks(anthropic_request(sent.messages(), cache=True), counter)
+    through_summary = sum(b.tokens for b in old[:2])  # system prompt, first summary
+    return cache.request(new, at=1).read, through_summary
+
+
+async def test_append_reads_the_old_summary_from_the_cache() -> None:
+    read, through_summary = await _reads_after_second_compaction("append")
+    assert read >= through_summary
+    rewritten, _ = await _reads_after_second_compaction("rewrite")
+    assert rewritten < through_summary  # only the system prompt survives a rewrite
+
+
+def test_a_note_goes_on_the_newest_part() -> None:
+    layer = summary_msg("second", ArtifactLedger(), None, earlier=[TextBlock(text="first")])
+    noted = with_note(layer, "Two more messages were dropped.")
+    assert [p.text for p in summary_parts(noted)] == [
+        "first",
+        "second\n\nTwo more messages were dropped.",
+    ]
+
+
+def test_a_changed_task_is_shown_and_empty_fields_keep_earlier_values() -> None:
+    shown, carried = part_fields(
+        {"task_overview": "Also fix the lexer.", "current_state": "done", "next_steps": ""},
+        {"task_overview": "Fix the parser.", "next_steps": "Ship it."},
+    )
+    assert shown["task_overview"] == "# Task changes\nAlso fix the lexer.\n\n"
+    assert carried == {
+        "task_overview": "Also fix the lexer.",
+        "current_state": "done",
+        "next_steps": "Ship it.",
+    }
+    shown, carried = part_fields({"task_overview": "  "}, {"task_overview": "Fix the parser."})
+    assert shown["task_overview"] == ""
+    assert carried["task_overview"] == "Fix the parser."
+
+
+async def test_the_extractive_part_covers_the_new_messages_alone() -> None:
+    previous = Msg(
+        "summary",
+        "<system-reminder>Summary.\n# Task overview\nFix the parser.\n\n# Important discoveries\n"
+        "OldError: boom in src/old.py</system-reminder>",
+        "user",
+    )
+    request = SummaryRequest(
+        messages=[Msg("user", "ValueError: bad token in src/lexer.py", "user")],
+        previous=previous,
+        instructions="",
+        hints=(),
+        schema=SummarySchema.model_json_schema(),
+        previous_stays=True,
+    )
+    fields = (await ExtractiveSummarizer().summarize(request)).fields
+    assert fields["task_overview"] == ""
+    assert "src/lexer.py" in fields["important_discoveries"]
+    assert "OldError" not in "\n".join(fields.values())
+    folded = await ExtractiveSummarizer().summarize(
+        SummaryRequest(**{**request.__dict__, "previous_stays": False})
+    )
+    assert folded.fields["task_overview"] == "Fix the parser."
+    assert "src/old.py" in folded.fields["important_discoveries"]
