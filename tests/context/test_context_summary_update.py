@@ -191,3 +191,48 @@ async def test_the_extractive_part_covers_the_new_messages_alone() -> None:
     )
     assert folded.fields["task_overview"] == "Fix the parser."
     assert "src/old.py" in folded.fields["important_discoveries"]
+
+
+def kept_commands(engine: ContextEngine) -> set[str]:
+    return {str(c.input["command"]) for m in engine.context for c in m.tool_calls}
+
+
+async def _commands(engine: ContextEngine, prefix: str, n: int) -> list[str]:
+    """``n`` tool exchanges, each running one distinct command; the commands."""
+    commands = [f"cat src/{prefix}_{i}.py" for i in range(n)]
+    for command in commands:
+        asst = call("bash")
+        asst.tool_calls[0].input["command"] = command
+        engine.append(asst)
+        await engine.add_tool_results(results(asst, "ok"))
+    return commands
+
+
+async def _command_spans(first: int, second: int) -> tuple[Msg, list[str]]:
+    """Two compactions over spans of ``first`` then ``second`` distinct commands: the
+    summary, and the commands of the second span that were compressed."""
+    engine, _ = make_engine(
+        [PART, PART], context_size=4000, offloader=RecordingOffloader(), summary_update="append"
+    )
+    await _commands(engine, "first", first)
+    await engine.compress(SYSTEM, force=True)
+    commands = await _commands(engine, "second", second)
+    await engine.compress(SYSTEM, force=True)
+    assert engine.summary is not None
+    compressed = [c for c in commands if c not in kept_commands(engine)]
+    assert compressed
+    return engine.summary, compressed
+
+
+async def test_a_part_without_room_for_the_new_facts_becomes_a_rewrite() -> None:
+    # The first summary's ledger leaves room for a part, but not for all the new commands
+    # a rewrite would list: appending would lose some, so the compaction rewrites.
+    layer, compressed = await _command_spans(14, 14)
+    assert len(summary_parts(layer)) == 1
+    assert all(c in layer.text for c in compressed)
+
+
+async def test_a_part_with_room_for_the_new_facts_is_appended() -> None:
+    layer, compressed = await _command_spans(4, 10)
+    assert len(summary_parts(layer)) == 2
+    assert all(c in summary_parts(layer)[-1].text for c in compressed)

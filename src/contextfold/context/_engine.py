@@ -33,10 +33,11 @@ from ..token import TokenCounter, UsageCalibration
 from ..workspace import DataOffloader, Offloader
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
-from ._ledger import LedgerKind, extract_ledger
+from ._ledger import ArtifactLedger, extract_ledger
 from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import (
+    PartBudget,
     append_budget,
     compose_summary,
     fallback_summary,
@@ -492,8 +493,13 @@ class ContextEngine:
         ledger = ledger_of(previous).merge(found)
         ledger = ledger.select(self.counter, ledger_budget(config, self.context_size))
         part = append_budget(config, self.context_size, self.counter, previous)
+        plan = (
+            None
+            if part is None
+            else part_ledger(ledger_of(previous), found, self.counter, part.ledger, rewrite=ledger)
+        )
         hints = () if request.instructions is None else (request.instructions,)
-        if part is not None:
+        if plan is not None:
             hints = (HintBlock(hint=config.summary_update_prompt), *hints)
         summary_request = SummaryRequest(
             messages=folded,
@@ -506,7 +512,7 @@ class ContextEngine:
             schema=config.summary_schema,
             max_attempts=config.summary_attempts,
             prefix=base,
-            previous_stays=part is not None,
+            previous_stays=plan is not None,
         )
         error: Exception | None = None
         result: SummaryResult | None = None
@@ -530,8 +536,8 @@ class ContextEngine:
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
         ref = await self._offload_context(compressed)
-        if result is not None and part is not None and previous is not None:
-            summary = self._appended(result, previous, found, part, ref, len(compressed), config)
+        if result is not None and part is not None and plan is not None and previous is not None:
+            summary = self._appended(result, previous, plan, part, ref, len(compressed), config)
         elif result is not None:
             text = compose_summary(
                 result.fields,
@@ -599,19 +605,15 @@ class ContextEngine:
         self,
         result: SummaryResult,
         previous: Msg,
-        found: Sequence[tuple[LedgerKind, str]],
-        budget: int,
+        plan: tuple[ArtifactLedger, ArtifactLedger],
+        budget: PartBudget,
         ref: str | None,
         compressed: int,
         config: ContextConfig,
     ) -> Msg:
-        """``previous`` unchanged, then a part for what this compaction folded."""
-        shown, layer = part_ledger(
-            ledger_of(previous),
-            found,
-            self.counter,
-            min(ledger_budget(config, self.context_size), budget * 3 // 4),
-        )
+        """``previous`` unchanged, then a part for what this compaction folded (``plan``:
+        the facts the part lists, and the layer's whole ledger)."""
+        shown, layer = plan
         earlier = previous.metadata.get("fields")
         fields, carried = part_fields(
             result.fields, earlier if isinstance(earlier, Mapping) else None
@@ -627,7 +629,7 @@ class ContextEngine:
             uncovered=result.uncovered,
             cut=result.cut,
             template=config.summary_update_template,
-            budget=budget,
+            budget=budget.text,
         )
         return summary_msg(text, layer, carried, earlier=summary_parts(previous))
 

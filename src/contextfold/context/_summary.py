@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..message import MARKER_KEY, Marker, Msg, TextBlock, runtime_note
@@ -19,6 +20,7 @@ from ._ledger import ArtifactLedger, LedgerKind
 
 __all__ = [
     "SUMMARY_NAME",
+    "PartBudget",
     "append_budget",
     "compose_summary",
     "fallback_summary",
@@ -84,17 +86,35 @@ def ledger_budget(config: ContextConfig, size: int) -> int:
     return min(int(config.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
 
 
+@dataclass(frozen=True)
+class PartBudget:
+    """What a part appended to the summary may take, in tokens."""
+
+    text: int
+    """The whole part: what :func:`summary_budget` leaves beside the summary in place."""
+    ledger: int
+    """Its ledger: what :func:`ledger_budget` leaves beside the facts listed already."""
+
+
 def append_budget(
     config: ContextConfig, size: int, counter: TokenCounter, previous: Msg | None
-) -> int | None:
-    """Tokens a new part appended to ``previous`` may take, or ``None`` when this
-    compaction rewrites the summary (``summary_update="rewrite"``, no summary yet, or less
-    than a third of :func:`summary_budget` left beside it)."""
+) -> PartBudget | None:
+    """What a new part appended to ``previous`` may take, or ``None`` when this compaction
+    rewrites the summary: ``summary_update="rewrite"``, no summary yet, or less than a
+    third of the layer's budget (or of the ledger's) left. The layer as a whole stays
+    within both budgets, as one rewritten summary does."""
     if config.summary_update != "append" or previous is None:
         return None
     budget = summary_budget(config, size)
     room = budget - counter.count_message(previous)
-    return room if room >= budget // 3 else None
+    if room < budget // 3:
+        return None
+    ledger = ledger_budget(config, size)
+    listed = ledger_of(previous)
+    ledger_room = ledger - (counter.count_text(listed.render()) if listed.entries else 0)
+    if ledger and ledger_room < ledger // 3:
+        return None
+    return PartBudget(text=room, ledger=max(0, min(ledger_room, room * 3 // 4)))
 
 
 def part_ledger(
@@ -102,8 +122,12 @@ def part_ledger(
     found: Sequence[tuple[LedgerKind, str]],
     counter: TokenCounter,
     budget: int,
-) -> tuple[ArtifactLedger, ArtifactLedger]:
-    """The facts a part appended to the summary lists, and the whole layer's ledger.
+    *,
+    rewrite: ArtifactLedger,
+) -> tuple[ArtifactLedger, ArtifactLedger] | None:
+    """The facts a part appended to the summary lists, and the whole layer's ledger; or
+    ``None`` when the part has no room for a fact of this compaction that ``rewrite`` (the
+    ledger a rewritten summary would list) keeps: appending keeps what rewriting would.
 
     A fact the earlier parts list already is not listed again (it counts as seen again in
     the layer's ledger); of the new ones, the best-ranked that fit ``budget`` are.
@@ -115,6 +139,9 @@ def part_ledger(
         compactions=merged.compactions,
     ).select(counter, budget)
     listed |= {(e.kind, e.text) for e in new.entries}
+    kept = {(e.kind, e.text) for e in rewrite.entries if e.last == rewrite.compactions}
+    if not kept <= listed:
+        return None
     layer = ArtifactLedger(
         entries=[e for e in merged.entries if (e.kind, e.text) in listed],
         compactions=merged.compactions,
