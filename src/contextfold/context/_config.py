@@ -168,16 +168,17 @@ class ContextConfig(BaseModel):
     summary_update: Literal["rewrite", "append"] = "append"
     """What a compaction does with the summary already in place. ``"append"`` keeps it,
     word for word, as the first part of the layer and adds a part that covers only the
-    newly compressed messages (``summary_update_template``; the ledger lists only facts
-    the layer does not hold yet): the provider's cache still holds the old part, so a
-    compaction writes only the new one, and the summarizer writes less. When the layer has
-    less than a third of its budget left for the new part, the compaction rewrites
-    instead. ``"rewrite"`` always folds it into one new summary. ``"append"`` was chosen by
-    the options benchmark (BENCHMARKS.md, "Options: cache-preserving compaction"): on the
-    44 recorded SWE-bench runs under the Anthropic cache model it cost 1.5% less in total
-    at a 16k window (0.3% at 32k; the median run, compressed at most once, costs the
-    same), read 0.3 points more of the input from the cache at 16k, and kept every fact
-    the grader checks."""
+    newly compressed messages (``summary_update_template``; its ledger lists only facts
+    the layer does not list yet): the provider's cache still holds the old part, so the
+    compaction writes only the new one, and the summarizer writes less. The layer stays
+    within the summary's and the ledger's budgets: when less than a third of either is
+    left, or the part could not list every fact of this compaction that a rewritten
+    ledger would, the compaction rewrites instead. ``"rewrite"`` always folds the summary
+    into one new summary. ``"append"`` was chosen by the options benchmark (BENCHMARKS.md,
+    "Options: cache-preserving compaction"): on the 44 recorded SWE-bench runs under the
+    Anthropic cache model it cost 0.8% less in total at a 16k window and 0.2% less at 32k
+    (the median run, compressed at most once, costs the same), read 0.1 point more of the
+    input from the cache at 16k, and kept every fact the grader checks."""
 
     summary_update_template: str = DEFAULT_SUMMARY_UPDATE_TEMPLATE
     """How an appended part is shown; placeholders as in ``summary_template``."""
