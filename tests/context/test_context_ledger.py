@@ -202,7 +202,32 @@ def test_ledger_error_is_the_whole_line_holding_the_marker_once() -> None:
 
 
 def test_ledger_keyword_inside_a_word_is_no_definition_but_the_next_one_is() -> None:
-    assert of("symbol", extract_ledger([user("undef class Foo and xfn bar")])) == ["Foo"]
+    assert of("symbol", extract_ledger([user("undef class Foo: and xfn bar()")])) == ["Foo"]
+
+
+def test_prose_naming_a_keyword_is_no_definition() -> None:
+    prose = "The class is defined below; this function returns early; a struct of three."
+    assert of("symbol", extract_ledger([user(prose)])) == []
+    code = (
+        "class Foo(Base):\nclass Bar {\nclass Baz extends Qux {\n    def run(self):\n"
+        "fn parse<T>(x: T)\nfunction go() {\nstruct Point;\ninterface Shape<T> {\nclass End"
+    )
+    assert of("symbol", extract_ledger([user(code)])) == [
+        "Foo",
+        "Bar",
+        "Baz",
+        "run",
+        "parse",
+        "go",
+        "Point",
+        "Shape",
+        "End",
+    ]
+
+
+def test_a_ratio_of_numbers_is_no_path() -> None:
+    text = "thresholds -0.05/0.055 and 1/2.5, in src/v2/a.py and build/pkg-1.2.tar.gz"
+    assert of("file", extract_ledger([user(text)])) == ["src/v2/a.py", "build/pkg-1.2.tar.gz"]
 
 
 def test_ledger_paths_keep_their_edges_across_whitespace_and_punctuation() -> None:

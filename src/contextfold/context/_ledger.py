@@ -54,9 +54,10 @@ _LINE = 200
 _COMMAND_LINE = 600
 """Characters kept of one command line (chained commands run long)."""
 
+# A relative path's extension holds a letter: ``-0.05/0.055`` is a ratio, not a file.
 _PATH = re.compile(
     r"(?<![\w/.:-])"
-    r"((?:(?:/|\./|\.\./|~/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}"
+    r"((?:(?:/|\./|\.\./|~/)?(?:[\w.-]+/)+[\w.-]+\.(?=[0-9]{0,7}[A-Za-z])[A-Za-z0-9]{1,8}"
     r"|/(?:[\w.-]+/)+[\w.-]+)"
     r"(?::\d+)?)(?![\w/])"
 )
@@ -82,8 +83,15 @@ _TRACEBACK = "Traceback (most recent call last):"
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)')
 # Without a leading ``\b`` the engine can skip ahead to the keywords' first letters; the
-# word boundary before the keyword is checked in ``_symbols``.
-_DEF = re.compile(r"(?:def|class|func|fn|function|interface|struct)\s+([A-Za-z_]\w*)")
+# word boundary before the keyword is checked in ``_symbols``. The name must be followed by
+# what a definition has next (a parameter list, a base, a body, a type parameter), so prose
+# ("the class is ...", "a struct of three") names nothing.
+_DEF = re.compile(
+    r"(?:(?:def|func|fn|function)[ \t]+([A-Za-z_]\w*)[ \t]*[(<]"
+    r"|(?:class|interface|struct)[ \t]+([A-Za-z_]\w*)"
+    r"(?=[ \t]*(?:[(:{<;]|$)|[ \t]+(?:extends|implements)\b))",
+    re.MULTILINE,
+)
 _WORD = re.compile(r"\w")
 _IDENT = re.compile(
     r"\b(?:[A-Za-z]+_[A-Za-z0-9_]*[A-Za-z0-9]"  # snake_case, ids like mia_li_3668
@@ -311,7 +319,7 @@ def _symbols(text: str) -> Iterator[str]:
         if start and _WORD.match(text, start - 1):
             pos = start + 1  # inside a word ("undef x"): no boundary, look further on
             continue
-        yield match.group(1)
+        yield match.group(1) or match.group(2)
         pos = match.end()
 
 
