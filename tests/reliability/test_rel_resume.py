@@ -256,3 +256,26 @@ def test_a_paused_worker_past_its_lease_stops_instead_of_overwriting(
         os.close(fd)
     _side_effects(side)
     asyncio.run(_check_store(spec, "paused", _acked(acks)))
+
+
+async def test_without_a_kill_every_step_runs_once(tmp_path: Path) -> None:
+    # The task these workers run, uninterrupted: each step once. (With summary parts
+    # appended even when the longer layer pushed the newest result out of the kept
+    # messages unsummarized, the model saw no "step k done" and ran step k again.)
+    from contextfold.message import Msg
+    from contextfold.workspace import MemoryWorkspace
+
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    side = tmp_path / "side"
+    pipes = child.Pipes(marks=write, side=_open(side), acks=_open(tmp_path / "acks"))
+    ws = MemoryWorkspace()
+    await ws.initialize()
+    try:
+        reply = await child.agent_for(ws, pipes).reply(Msg("user", child.TASK, "user"))
+    finally:
+        for fd in (read, write, pipes.side, pipes.acks):
+            os.close(fd)
+    assert "all 12 steps done" in reply.text
+    runs = [line for line in side.read_text().splitlines() if line.startswith("exec")]
+    assert runs == [f"exec {k}" for k in range(1, child.STEPS + 1)]

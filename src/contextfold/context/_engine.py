@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -514,55 +515,45 @@ class ContextEngine:
             prefix=base,
             previous_stays=plan is not None,
         )
-        error: Exception | None = None
-        result: SummaryResult | None = None
-        try:
-            result = await self.summarizer.summarize(summary_request)
-        except Exception as exc:  # the summarizer's failure, whatever it was
-            error = exc
-            if trigger == "tool" or not config.compression_fallback_to_truncation:
-                advice = (
-                    "the agent can keep working and try again later"
-                    if trigger == "tool"
-                    else "enable compression_fallback_to_truncation to drop the oldest "
-                    "messages instead, or check the summarizer model"
-                )
-                attempts = _attempts(exc, config)
-                raise CompressionError(
-                    f"summary generation failed after {attempts} attempt"
-                    f"{'' if attempts == 1 else 's'} ({type(exc).__name__}: {exc}); the "
-                    f"context is unchanged: {advice}"
-                ) from exc
+
+        async def ask(request: SummaryRequest) -> tuple[SummaryResult | None, Exception | None]:
+            try:
+                return await self.summarizer.summarize(request), None
+            except Exception as exc:  # the summarizer's failure, whatever it was
+                if trigger == "tool" or not config.compression_fallback_to_truncation:
+                    advice = (
+                        "the agent can keep working and try again later"
+                        if trigger == "tool"
+                        else "enable compression_fallback_to_truncation to drop the oldest "
+                        "messages instead, or check the summarizer model"
+                    )
+                    attempts = _attempts(exc, config)
+                    raise CompressionError(
+                        f"summary generation failed after {attempts} attempt"
+                        f"{'' if attempts == 1 else 's'} ({type(exc).__name__}: {exc}); the "
+                        f"context is unchanged: {advice}"
+                    ) from exc
+                return None, exc
+
+        result, error = await ask(summary_request)
         # Messages may have been appended while the summary was written; keep them.
         appended = self._context[len(snapshot) :]
         ref = await self._offload_context(compressed)
+        summary: Msg | None = None
         if result is not None and part is not None and plan is not None and previous is not None:
             summary = self._appended(result, previous, plan, part, ref, len(compressed), config)
-        elif result is not None:
-            text = compose_summary(
-                result.fields,
-                config=config,
-                counter=self.counter,
-                size=self.context_size,
-                ledger=ledger,
-                ref=ref,
-                compressed=len(compressed),
-                uncovered=result.uncovered,
-                cut=result.cut,
-            )
-            summary = summary_msg(text, ledger, result.fields)
-        else:
-            assert error is not None
-            text = fallback_summary(
-                removed=len(compressed),
-                ref=ref,
-                error=error,
-                previous=previous.text if previous is not None else None,
-                ledger=ledger,
-                counter=self.counter,
-                budget=summary_budget(config, self.context_size),
-            )
-            summary = summary_msg(text, ledger, None)
+            kept_now = [*snapshot[k:], *appended]
+            if summary is not None and self._crowds_out(summary, kept_now, usage, config):
+                summary = None
+            if summary is None:
+                # The part would have to be cut to fit beside the summary in place, or the
+                # longer layer would push kept messages out unsummarized: the newest facts
+                # matter most, so the summary is rewritten instead.
+                result, error = await ask(
+                    replace(summary_request, hints=hints[1:], previous_stays=False)
+                )
+        if summary is None:
+            summary = self._rewritten(result, error, previous, ledger, ref, len(compressed), config)
         kept = [*snapshot[k:], *appended]
         kept_tokens = [self.counter.count_message(m) for m in kept]
         escalation = await self._escalate(
@@ -601,6 +592,53 @@ class ContextEngine:
         await self._emit(event)
         return event
 
+    def _crowds_out(
+        self, summary: Msg, kept: Sequence[Msg], usage: ContextUsage, config: ContextConfig
+    ) -> bool:
+        """Whether ``summary`` and the ``kept`` messages would be over the trigger, so that
+        escalation would have to cut or drop kept messages."""
+        fixed = usage.system + usage.tools + usage.overhead
+        total = fixed + self.counter.count_message(summary)
+        total += sum(self.counter.count_message(m) for m in kept)
+        return total > self._trigger_tokens(config)
+
+    def _rewritten(
+        self,
+        result: SummaryResult | None,
+        error: Exception | None,
+        previous: Msg | None,
+        ledger: ArtifactLedger,
+        ref: str | None,
+        compressed: int,
+        config: ContextConfig,
+    ) -> Msg:
+        """One summary for the whole layer: the summarizer's fields, or (when it failed,
+        ``error``) the fallback note with the previous summary kept below it."""
+        if result is not None:
+            text = compose_summary(
+                result.fields,
+                config=config,
+                counter=self.counter,
+                size=self.context_size,
+                ledger=ledger,
+                ref=ref,
+                compressed=compressed,
+                uncovered=result.uncovered,
+                cut=result.cut,
+            )
+            return summary_msg(text, ledger, result.fields)
+        assert error is not None
+        text = fallback_summary(
+            removed=compressed,
+            ref=ref,
+            error=error,
+            previous=previous.text if previous is not None else None,
+            ledger=ledger,
+            counter=self.counter,
+            budget=summary_budget(config, self.context_size),
+        )
+        return summary_msg(text, ledger, None)
+
     def _appended(
         self,
         result: SummaryResult,
@@ -610,14 +648,16 @@ class ContextEngine:
         ref: str | None,
         compressed: int,
         config: ContextConfig,
-    ) -> Msg:
+    ) -> Msg | None:
         """``previous`` unchanged, then a part for what this compaction folded (``plan``:
-        the facts the part lists, and the layer's whole ledger)."""
+        the facts the part lists, and the layer's whole ledger); ``None`` when the part
+        does not fit, uncut, in the room ``budget`` leaves."""
         shown, layer = plan
         earlier = previous.metadata.get("fields")
         fields, carried = part_fields(
             result.fields, earlier if isinstance(earlier, Mapping) else None
         )
+        # Rendered uncut (no budget binds), then checked against the room the layer leaves.
         text = compose_summary(
             fields,
             config=config,
@@ -629,8 +669,10 @@ class ContextEngine:
             uncovered=result.uncovered,
             cut=result.cut,
             template=config.summary_update_template,
-            budget=budget.text,
+            budget=sys.maxsize,
         )
+        if self.counter.count_text(text) > budget.text:
+            return None
         return summary_msg(text, layer, carried, earlier=summary_parts(previous))
 
     async def _mask(
