@@ -499,9 +499,10 @@ class ContextEngine:
             if part is None
             else part_ledger(ledger_of(previous), found, self.counter, part.ledger, rewrite=ledger)
         )
-        hints = () if request.instructions is None else (request.instructions,)
+        caller_hints = () if request.instructions is None else (request.instructions,)
+        hints = caller_hints
         if plan is not None:
-            hints = (HintBlock(hint=config.summary_update_prompt), *hints)
+            hints = (HintBlock(hint=config.summary_update_prompt), *caller_hints)
         summary_request = SummaryRequest(
             messages=folded,
             previous=previous,
@@ -550,7 +551,7 @@ class ContextEngine:
                 # longer layer would push kept messages out unsummarized: the newest facts
                 # matter most, so the summary is rewritten instead.
                 result, error = await ask(
-                    replace(summary_request, hints=hints[1:], previous_stays=False)
+                    replace(summary_request, hints=caller_hints, previous_stays=False)
                 )
         if summary is None:
             summary = self._rewritten(result, error, previous, ledger, ref, len(compressed), config)
