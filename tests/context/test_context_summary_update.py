@@ -236,3 +236,31 @@ async def test_a_part_with_room_for_the_new_facts_is_appended() -> None:
     layer, compressed = await _command_spans(4, 10)
     assert len(summary_parts(layer)) == 2
     assert all(c in summary_parts(layer)[-1].text for c in compressed)
+
+
+async def test_a_part_too_long_for_the_room_left_becomes_a_rewrite() -> None:
+    # The layer has room for a part, and the window for a longer layer, but the
+    # summarizer writes a part longer than that room: cutting it would lose the newest
+    # facts, so the summarizer is asked again for one summary of the whole layer, without
+    # the update hint.
+    engine, model = make_engine(
+        [summary()], context_size=8000, offloader=RecordingOffloader(), summary_update="append"
+    )
+    engine.append(user("Fix the failing parser in src/parser.py."))
+    await span(engine, "src/parser.py")
+    assert await engine.compress(SYSTEM, force=True) is not None
+    assert engine.summary is not None
+    counter = model.token_counter
+    room = summary_budget(ContextConfig(), 8000) - counter.count_message(engine.summary)
+    model.add(summary(task_overview="", important_discoveries=words(room + 200, "fact")), PART)
+    await span(engine, "src/lexer.py")
+    assert await engine.compress(SYSTEM, force=True) is not None
+
+    assert engine.summary is not None
+    assert len(summary_parts(engine.summary)) == 1
+    assert "Patched tokenize()" in engine.summary.text
+    assert "fact1" not in engine.summary.text
+    asked = [r for r in model.requests if r.is_summary]
+    assert len(asked) == 3
+    assert DEFAULT_SUMMARY_UPDATE_PROMPT in "\n".join(m.text for m in asked[1].messages)
+    assert DEFAULT_SUMMARY_UPDATE_PROMPT not in "\n".join(m.text for m in asked[2].messages)
