@@ -66,8 +66,10 @@ def test_demo_compresses_the_context_with_the_embedded_model(
     run, _ = demo_run
     compressions = [ln for ln in run.stdout.splitlines() if "⇣ compressed (auto," in ln]
     assert compressions
-    # A summary by the model or, if its output was unusable, the engine's fallback.
-    assert "summary written by the model" in compressions[0] or "FALLBACK" in compressions[0]
+    # Written by the model: its structured output is decoded under a grammar whose
+    # strings are bounded to fit max_tokens, so the answer always closes (unbounded, the
+    # default seed's summary was cut and the engine fell back to dropping messages).
+    assert "summary written by the model" in compressions[0]
 
 
 def test_demo_reads_offloaded_content_back(
