@@ -266,6 +266,7 @@ class RecordedCall:
     input_tokens: int
     """The whole prompt as the provider counted it (cache reads and writes included)."""
     cache_read: int
+    cache_write: int = 0
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,11 @@ def load_sessions(root: Path) -> list[Session]:
                     at = next(stamps)
                     calls.append(
                         RecordedCall(
-                            list(history), at, msg.usage.input_tokens, msg.usage.cache_read_tokens
+                            list(history),
+                            at,
+                            msg.usage.input_tokens,
+                            msg.usage.cache_read_tokens,
+                            msg.usage.cache_write_tokens,
                         )
                     )
                 elif msg.role == "assistant" and agent == "claude-code":
@@ -358,7 +363,8 @@ def load_sessions(root: Path) -> list[Session]:
                 continue
             start = calls[0].at
             calls = [
-                RecordedCall(c.history, c.at - start, c.input_tokens, c.cache_read) for c in calls
+                RecordedCall(c.history, c.at - start, c.input_tokens, c.cache_read, c.cache_write)
+                for c in calls
             ]
             name = f"{folder.name}/{path.name[:24]}"
             sessions.append(Session(name, agent, run.system, calls))
@@ -432,12 +438,36 @@ def predict(session: Session, *, with_prefix: bool = True) -> tuple[int, list[Ca
     return prefix, out
 
 
+def older_entries(calls: Sequence[RecordedCall]) -> tuple[int, int]:
+    """``(calls served an older entry, calls served)``, from the recorded counters alone.
+
+    A call's cached entry ends where its cache write does: its read plus its write. A
+    served call (read > 0) was served an older entry when its read equals exactly the
+    entry of an earlier call that is not the one just before, and is shorter than the
+    entry that call had just written: the request extends that newer entry, yet the
+    provider served the older one. One cache that keeps what it was given never does
+    so; caches that are several machines, each holding what its own requests wrote,
+    do.
+    """
+    entries: list[int] = []
+    older = served = 0
+    for call in calls:
+        if call.cache_read > 0 and entries:
+            served += 1
+            if call.cache_read in entries[:-1] and call.cache_read < entries[-1]:
+                older += 1
+        entries.append(call.cache_read + call.cache_write)
+    return older, served
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def session_row(name: str, prefix: int, calls: Sequence[CallPrediction], ttl: float) -> str:
-    """One session's line of section (b)."""
+def session_row(
+    name: str, prefix: int, calls: Sequence[CallPrediction], ttl: float, older: str
+) -> str:
+    """One session's line of section (b); ``older`` is its cell of served-older entries."""
     recorded = sum(c.cache_read for c in calls)
     scaled = sum(c.scaled_read for c in calls)
     prompt = sum(c.input_tokens for c in calls)
@@ -457,7 +487,8 @@ def session_row(name: str, prefix: int, calls: Sequence[CallPrediction], ttl: fl
         f"| {scaled:,.0f} ({_pct(scaled / prompt)}) | {100 * err:+.1f}% "
         f"| {'yes' if abs(err) <= 0.05 else 'no'} "
         f"| {100 * statistics.median(share_err) if share_err else 0:.1f} / {100 * p90:.1f} "
-        f"| {misses} | {calls[0].cache_read:,} | {len(served)}: {100 * served_err:+.1f}% |"
+        f"| {misses} | {calls[0].cache_read:,} | {len(served)}: {100 * served_err:+.1f}% "
+        f"| {older} |"
     )
 
 
@@ -469,19 +500,26 @@ def _providers_section() -> str:
     rows, bare = [], []
     errors: dict[str, list[float]] = {"claude-code": [], "codex": []}
     hit_errors: list[float] = []
+    stale_total = served_total = 0
     for session in sessions:
         ttl = float(
             prices["anthropic" if session.agent == "claude-code" else "openai"]["ttl_seconds"]
         )
         prefix, calls = predict(session)
-        rows.append(session_row(session.name, prefix, calls, ttl))
+        older = "–"
+        if session.agent == "claude-code":
+            stale, served = older_entries(session.calls)
+            stale_total += stale
+            served_total += served
+            older = f"{stale} of {served}"
+        rows.append(session_row(session.name, prefix, calls, ttl, older))
         recorded = sum(c.cache_read for c in calls)
         errors[session.agent].append((sum(c.scaled_read for c in calls) - recorded) / recorded)
         hit_errors.extend(
             abs(c.scaled_read - c.cache_read) / c.cache_read for c in calls if c.cache_read > 0
         )
         _, no_prefix = predict(session, with_prefix=False)
-        bare.append(session_row(session.name, 0, no_prefix, ttl))
+        bare.append(session_row(session.name, 0, no_prefix, ttl, older))
     within = sum(abs(e) <= 0.05 for es in errors.values() for e in es)
     total = sum(len(es) for es in errors.values())
     header = (
@@ -489,8 +527,9 @@ def _providers_section() -> str:
         "| predicted read (share) | error on the read total | within ±5% "
         "| per-call share error from the 2nd call, median / p90 (points) "
         "| recorded misses (no read) inside the TTL | recorded read on the 1st call "
-        "| calls the provider served from cache: error on their read |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n"
+        "| calls the provider served from cache: error on their read "
+        "| served an earlier call's entry, not the newest |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n"
     )
     return (
         "\n**(b) Claude Code and Codex counters** (every session under "
@@ -513,7 +552,14 @@ def _providers_section() -> str:
         f"Claude Code {100 * statistics.median(errors['claude-code']):+.1f}%, Codex "
         f"{100 * statistics.median(errors['codex']):+.1f}%. On the calls where the provider "
         f"did report a read ({len(hit_errors)}), the predicted read is off by a median "
-        f"{_pct(statistics.median(hit_errors))}.\n\n"
+        f"{_pct(statistics.median(hit_errors))}. From the Claude Code counters alone "
+        f"(no simulator): {stale_total} of the {served_total} calls served from cache read "
+        "exactly the entry an earlier call, not the one just before, had written, although "
+        "the call just before had written a longer one, which a conversation that only "
+        "grows extends (last column). One cache that keeps what it is given would have "
+        "served the longer entry; caches that are several machines, each holding what the "
+        "requests routed to it wrote, serve what these calls got, and which machine served "
+        "a call is not in the recording. No model of one cache reproduces those calls.\n\n"
         "<details><summary>the same without the stand-in prefix (nothing added)</summary>"
         "\n\n" + header + "\n".join(bare) + "\n\n</details>\n"
     )

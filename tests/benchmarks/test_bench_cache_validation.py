@@ -16,6 +16,7 @@ from benchmarks.fig_cache_validation import (
     fit,
     llama_table,
     load_sessions,
+    older_entries,
     predict,
     share_error,
     split_runs,
@@ -159,3 +160,17 @@ def test_the_llama_table_totals_what_llama_reused_against_the_prediction() -> No
     assert "llama.cpp reused 248 of 450" in text
     assert "predicts 243 of 444" in text
     assert "1 compactions" in text
+
+
+def test_a_read_of_an_entry_older_than_the_newest_is_counted() -> None:
+    def recorded(read: int, write: int) -> RecordedCall:
+        return RecordedCall([], 0.0, read + write, read, write)
+
+    calls = [
+        recorded(0, 1000),  # writes an entry of 1,000
+        recorded(1000, 200),  # reads it, writes one of 1,200
+        recorded(1000, 400),  # served the older 1,000-token entry: counted
+        recorded(1400, 100),  # reads the newest entry
+        recorded(0, 1600),  # a miss, not a read of an older entry
+    ]
+    assert older_entries(calls) == (1, 3)
