@@ -82,11 +82,26 @@ def to_msg(item: BaseMessage) -> Msg:
     if isinstance(item, HumanMessage):
         saved = item.additional_kwargs.get(_KEY)
         if isinstance(saved, dict) and isinstance(saved.get("metadata"), dict):
-            return Msg("summary", item.text, "user", metadata=saved["metadata"])
+            return Msg("summary", _summary_content(item), "user", metadata=saved["metadata"])
         if isinstance(item.content, str):
             return Msg(item.name or "user", item.content, "user")
         return from_openai_message({"role": "user", "content": item.content})
     raise TypeError(f"cannot fold a {type(item).__name__}: expected a LangChain chat message")
+
+
+def _summary_content(item: HumanMessage) -> str | list[ContentBlock]:
+    """The summary's text parts as they were written: one block per part, since
+    ``item.text`` joins them without a separator and the next appended part would then
+    follow one merged block, not the blocks the provider cached."""
+    if isinstance(item.content, str):
+        return item.content
+    parts: list[ContentBlock] = []
+    for part in item.content:
+        if isinstance(part, str):
+            parts.append(TextBlock(text=part))
+        elif isinstance(part, dict) and part.get("type") == "text":
+            parts.append(TextBlock(text=str(part.get("text", ""))))
+    return parts or item.text
 
 
 def _usage(meta: Any) -> Usage:
