@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from pydantic_ai.messages import (
+    CachePoint,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -69,14 +70,20 @@ class PydanticAICodec:
                 for c in msg.tool_calls
             )
             return [ModelResponse(parts=parts)]
+        if marker_of(msg) is Marker.SUMMARY:
+            # One text per part of the summary, then a cache point: the model's adapter
+            # (Anthropic, Bedrock, ...) marks the summary's end as a prefix to cache, and an
+            # appended part follows the blocks the provider cached.
+            texts = [msg.content] if isinstance(msg.content, str) else _part_texts(msg.content)
+            prompt = UserPromptPart(content=[*texts, CachePoint()])
+            return [ModelRequest(parts=[prompt], metadata={_KEY: msg.metadata})]
         request: list[ModelRequestPart] = [
             ToolReturnPart(tool_name=r.name, content=r.text(), tool_call_id=r.id)
             for r in msg.tool_results
         ]
         if msg.text:
             request.append(UserPromptPart(content=msg.text))
-        metadata = {_KEY: msg.metadata} if marker_of(msg) is Marker.SUMMARY else None
-        return [ModelRequest(parts=request, metadata=metadata)]
+        return [ModelRequest(parts=request)]
 
 
 def to_msg(item: ModelMessage) -> Msg:
@@ -125,27 +132,34 @@ def to_msg(item: ModelMessage) -> Msg:
                 blocks.append(TextBlock(text=rpart.model_response()))
         elif isinstance(rpart, UserPromptPart):
             content = rpart.content
-            text = content if isinstance(content, str) else _text(content)
-            blocks.append(TextBlock(text=text))
+            if isinstance(content, str):
+                blocks.append(TextBlock(text=content))
+            elif isinstance(saved, dict):  # the summary's parts, one block each
+                blocks.extend(TextBlock(text=text) for text in _texts(content))
+            else:
+                blocks.append(TextBlock(text="\n".join(_texts(content))))
         elif not isinstance(rpart, SystemPromptPart):
             raise MessageFormatError(f"cannot fold a Pydantic AI {rpart.part_kind!r} part")
     if isinstance(saved, dict):
-        return Msg(
-            "summary",
-            "\n".join(b.text for b in blocks if isinstance(b, TextBlock)),
-            "user",
-            metadata=saved,
-        )
+        parts = [b for b in blocks if isinstance(b, TextBlock)]
+        layer: str | list[ContentBlock] = parts[0].text if len(parts) == 1 else list(parts)
+        return Msg("summary", layer, "user", metadata=saved)
     return Msg("user", blocks, "user")
 
 
-def _text(content: Sequence[Any]) -> str:
-    texts = [c for c in content if isinstance(c, str)]
-    if len(texts) != len(content):
+def _part_texts(blocks: Sequence[ContentBlock]) -> list[str]:
+    return [b.text for b in blocks if isinstance(b, TextBlock)]
+
+
+def _texts(content: Sequence[Any]) -> list[str]:
+    """The text items of a user prompt's content; cache points are markers, not content."""
+    items = [c for c in content if not isinstance(c, CachePoint)]
+    texts = [c for c in items if isinstance(c, str)]
+    if len(texts) != len(items):
         raise MessageFormatError(
             "cannot fold a user prompt with images or files yet: only text parts are supported"
         )
-    return "\n".join(texts)
+    return texts
 
 
 def split_system(messages: list[ModelMessage]) -> tuple[list[SystemPromptPart], list[ModelMessage]]:
