@@ -74,7 +74,7 @@ class PydanticAICodec:
             # One text per part of the summary, then a cache point: the model's adapter
             # (Anthropic, Bedrock, ...) marks the summary's end as a prefix to cache, and an
             # appended part follows the blocks the provider cached.
-            texts = [msg.content] if isinstance(msg.content, str) else _part_texts(msg.content)
+            texts = [b.text for b in msg.get_blocks(TextBlock)] or [msg.text]
             prompt = UserPromptPart(content=[*texts, CachePoint()])
             return [ModelRequest(parts=[prompt], metadata={_KEY: msg.metadata})]
         request: list[ModelRequestPart] = [
@@ -145,10 +145,6 @@ def to_msg(item: ModelMessage) -> Msg:
         layer: str | list[ContentBlock] = parts[0].text if len(parts) == 1 else list(parts)
         return Msg("summary", layer, "user", metadata=saved)
     return Msg("user", blocks, "user")
-
-
-def _part_texts(blocks: Sequence[ContentBlock]) -> list[str]:
-    return [b.text for b in blocks if isinstance(b, TextBlock)]
 
 
 def _texts(content: Sequence[Any]) -> list[str]:
