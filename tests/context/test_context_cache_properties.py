@@ -10,8 +10,13 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.context import CompressionEvent, ContextConfig, ContextEngine, ModelSummarizer
-from contextfold.context._summary import summary_parts
+from contextfold.context import (
+    CompressionEvent,
+    ContextConfig,
+    ContextEngine,
+    ModelSummarizer,
+    SummaryLayer,
+)
 from contextfold.message import (
     Marker,
     Msg,
@@ -92,12 +97,12 @@ async def run(
         if previous and not compacted:
             # No compaction: the request only appends to the one before (no cache break).
             assert extends(stored(sent), previous)
-        parts = summary_parts(engine.summary) if engine.summary is not None else []
+        parts = engine.summary_layer.parts if engine.summary_layer is not None else ()
         if engine.summary is not layer and layer is not None and len(parts) > 1:
             # An appended part: the layer before it is still there, block for block, so
             # the provider's cache reads it back.
             assert config["summary_update"] == "append"
-            assert parts[:-1] == summary_parts(layer)
+            assert parts[:-1] == SummaryLayer.from_msg(layer).parts
             appended.append(len(parts))
         for request in model.requests[seen_requests:]:
             assert request.is_summary

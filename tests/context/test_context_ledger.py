@@ -248,7 +248,8 @@ def test_a_composed_summary_fits_its_budget_and_keeps_what_the_engine_adds(
     sizes: list[int], window: int
 ) -> None:
     from contextfold.context import ContextConfig
-    from contextfold.context._summary import compose_summary, summary_budget
+    from contextfold.context._layer import summary_budget
+    from contextfold.context._summary import compose_summary
 
     config = ContextConfig()
     names = ["task_overview", "current_state", "important_discoveries", "next_steps", "ctp"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextfold.context import ArtifactLedger, ContextConfig
-from contextfold.context._engine import usage_hint
+from contextfold.context._hint import usage_hint
 from contextfold.context._summary import compose_summary
 from contextfold.token import OpenAITokenCounter
 

@@ -8,18 +8,14 @@ from contextfold.context import (
     ContextConfig,
     ContextEngine,
     ExtractiveSummarizer,
+    SummaryLayer,
     SummaryRequest,
     SummarySchema,
 )
+from contextfold.context._layer import summary_budget
 from contextfold.context._ledger import ArtifactLedger
-from contextfold.context._summary import (
-    part_fields,
-    summary_budget,
-    summary_msg,
-    summary_parts,
-    with_note,
-)
-from contextfold.message import Msg, TextBlock, anthropic_request
+from contextfold.context._summary import part_fields
+from contextfold.message import Msg, anthropic_request
 from contextfold.replay._cache import AnthropicCache, anthropic_blocks
 
 from .ctx_support import RecordingOffloader, call, make_engine, results, summary, user, words
@@ -66,18 +62,18 @@ async def test_append_keeps_the_summary_in_place_and_adds_one_part() -> None:
     engine, before, _ = await two_compactions("append")
     after = engine.summary
     assert after is not None
-    *earlier, newest = summary_parts(after)
-    assert earlier == summary_parts(before)
-    assert newest.text.startswith("<system-reminder>Update to the summary above")
-    assert "Patched tokenize()" in newest.text
-    assert "# Task changes" not in newest.text  # the task did not change
+    *earlier, newest = SummaryLayer.from_msg(after).parts
+    assert tuple(earlier) == SummaryLayer.from_msg(before).parts
+    assert newest.startswith("<system-reminder>Update to the summary above")
+    assert "Patched tokenize()" in newest
+    assert "# Task changes" not in newest  # the task did not change
 
 
 async def test_rewrite_folds_the_summary_into_one() -> None:
     engine, before, _ = await two_compactions("rewrite")
     after = engine.summary
     assert after is not None
-    assert len(summary_parts(after)) == 1
+    assert len(SummaryLayer.from_msg(after).parts) == 1
     assert not after.text.startswith(before.text)
 
 
@@ -91,15 +87,13 @@ async def test_the_summarizer_is_told_the_summary_stays() -> None:
 async def test_the_new_part_lists_only_facts_the_layer_does_not_hold() -> None:
     engine, before, _ = await two_compactions("append")
     assert engine.summary is not None
-    newest = summary_parts(engine.summary)[-1].text
+    newest = SummaryLayer.from_msg(engine.summary).parts[-1]
     facts = newest.split("Facts from the compressed history")[1]
     assert "cat src/lexer.py" in facts
     assert "cat src/parser.py" in before.text
     assert "cat src/parser.py" not in facts
     # The layer's ledger holds both, for the rewrite that comes when the layer is full.
-    listed = {
-        e.text for e in ArtifactLedger.model_validate(engine.summary.metadata["ledger"]).entries
-    }
+    listed = {e.text for e in SummaryLayer.from_msg(engine.summary).ledger.entries}
     assert {"cat src/lexer.py", "cat src/parser.py"} <= {t.split("] ", 1)[-1] for t in listed}
 
 
@@ -109,7 +103,7 @@ async def test_a_full_layer_is_rewritten() -> None:
     long = summary(important_discoveries=words(budget * 4 // 5, "fact"))
     engine, _, _ = await two_compactions("append", first=long)
     assert engine.summary is not None
-    assert len(summary_parts(engine.summary)) == 1
+    assert len(SummaryLayer.from_msg(engine.summary).parts) == 1
     assert "Update to the summary above" not in engine.summary.text
 
 
@@ -143,12 +137,9 @@ async def test_append_reads_the_old_summary_from_the_cache() -> None:
 
 
 def test_a_note_goes_on_the_newest_part() -> None:
-    layer = summary_msg("second", ArtifactLedger(), None, earlier=[TextBlock(text="first")])
-    noted = with_note(layer, "Two more messages were dropped.")
-    assert [p.text for p in summary_parts(noted)] == [
-        "first",
-        "second\n\nTwo more messages were dropped.",
-    ]
+    layer = SummaryLayer(parts=("first", "second"), ledger=ArtifactLedger())
+    noted = layer.with_note("Two more messages were dropped.")
+    assert noted.parts == ("first", "second\n\nTwo more messages were dropped.")
 
 
 def test_a_changed_task_is_shown_and_empty_fields_keep_earlier_values() -> None:
@@ -228,14 +219,14 @@ async def test_a_part_without_room_for_the_new_facts_becomes_a_rewrite() -> None
     # The first summary's ledger leaves room for a part, but not for all the new commands
     # a rewrite would list: appending would lose some, so the compaction rewrites.
     layer, compressed = await _command_spans(14, 14)
-    assert len(summary_parts(layer)) == 1
+    assert len(SummaryLayer.from_msg(layer).parts) == 1
     assert all(c in layer.text for c in compressed)
 
 
 async def test_a_part_with_room_for_the_new_facts_is_appended() -> None:
     layer, compressed = await _command_spans(4, 10)
-    assert len(summary_parts(layer)) == 2
-    assert all(c in summary_parts(layer)[-1].text for c in compressed)
+    assert len(SummaryLayer.from_msg(layer).parts) == 2
+    assert all(c in SummaryLayer.from_msg(layer).parts[-1] for c in compressed)
 
 
 async def test_a_part_too_long_for_the_room_left_becomes_a_rewrite() -> None:
@@ -257,7 +248,7 @@ async def test_a_part_too_long_for_the_room_left_becomes_a_rewrite() -> None:
     assert await engine.compress(SYSTEM, force=True) is not None
 
     assert engine.summary is not None
-    assert len(summary_parts(engine.summary)) == 1
+    assert len(SummaryLayer.from_msg(engine.summary).parts) == 1
     assert "Patched tokenize()" in engine.summary.text
     assert "fact1" not in engine.summary.text
     asked = [r for r in model.requests if r.is_summary]

@@ -13,12 +13,10 @@ pytest.importorskip("pydantic_ai", reason="needs contextfold[pydantic-ai]")
 from pydantic_ai.messages import CachePoint, ModelRequest, UserPromptPart
 from pydantic_ai.models import ModelRequestParameters
 
-from contextfold.context._ledger import ArtifactLedger
-from contextfold.context._summary import summary_msg
+from contextfold.context import SummaryLayer
 from contextfold.integrations.pydantic_ai import PydanticAICodec
-from contextfold.message import TextBlock
 
-LAYER = summary_msg("second part", ArtifactLedger(), None, earlier=[TextBlock(text="first part")])
+LAYER = SummaryLayer(parts=("first part", "second part")).msg
 
 
 def test_a_user_prompt_with_a_cache_point_folds() -> None:

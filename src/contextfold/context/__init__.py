@@ -10,12 +10,17 @@ messages, and send what :meth:`ContextEngine.prepare` returns::
     response = await model.generate(model_input.messages(), tools=model_input.tools)
 
 Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage, events),
-``_engine`` (the state and the step), ``_summarizer`` (the seam and the model-backed
-summarizer), ``_extractive`` (summarizers without a model), ``_summary`` (the rendered
-summary layer), ``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split,
-escalation, image limit), ``_redact`` (the redaction hook applied to what leaves the context).
+``_layer`` (:class:`SummaryLayer`, the typed summary layer and its budgets), ``_engine``
+(the state, the step, the one commit), ``_accounting`` (what a request costs),
+``_images`` (the image limit), ``_plan`` (the compaction planner, no I/O),
+``_compaction`` (the tiers that execute a plan), ``_masking`` (observation masking),
+``_hint`` (the usage note), ``_summarizer`` (the seam and the model-backed summarizer),
+``_extractive`` (summarizers without a model), ``_summary`` (rendering a part),
+``_ledger`` (facts kept beside the summary), ``_trim`` (truncation, split, escalation),
+``_redact`` (the redaction hook applied to what leaves the context).
 """
 
+from ._compaction import CompactionTier, CutKeptTier, Execution, MaskTier, Outcome, SummaryTier
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
@@ -25,9 +30,12 @@ from ._config import (
     ContextConfig,
     SummarySchema,
 )
-from ._engine import HINT_NAME, ContextEngine
+from ._engine import ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
+from ._hint import HINT_NAME
+from ._layer import SUMMARY_NAME, PartBudget, SummaryLayer, is_summary
 from ._ledger import ArtifactLedger, extract_ledger
+from ._plan import CompactionPlan, SummaryPlan
 from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
 from ._summarizer import (
     SUMMARY_ASK,
@@ -41,7 +49,7 @@ from ._summarizer import (
     transcript_entry,
     transcript_prompt,
 )
-from ._summary import SUMMARY_NAME, render_summary, safe_format
+from ._summary import render_summary, safe_format
 from ._trim import (
     READBACK_HINT,
     TRUNCATION_MARKER,
@@ -77,6 +85,8 @@ __all__ = [
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",
+    "CompactionPlan",
+    "CompactionTier",
     "CompressionEvent",
     "CompressionHook",
     "CompressionRequest",
@@ -86,22 +96,31 @@ __all__ = [
     "ContextEvent",
     "ContextEventHandler",
     "ContextUsage",
+    "CutKeptTier",
     "EmptySummarizer",
+    "Execution",
     "ExtractiveSummarizer",
     "ImageRemovalEvent",
+    "MaskTier",
     "ModelInput",
     "ModelSummarizer",
+    "Outcome",
+    "PartBudget",
     "Redactor",
     "Summarizer",
+    "SummaryLayer",
+    "SummaryPlan",
     "SummaryPrompt",
     "SummaryRequest",
     "SummaryResult",
     "SummarySchema",
+    "SummaryTier",
     "ToolResultTruncator",
     "TruncationEvent",
     "UsageHintEvent",
     "extract_ledger",
     "extractive_summary",
+    "is_summary",
     "prefix_prompt",
     "redact_credentials",
     "redact_messages",

@@ -34,6 +34,7 @@ from ..message import (
 )
 from ..model import ChatModelBase
 from ..token import TokenCounter, head_within, tail_within
+from ._layer import SummaryLayer, is_summary
 from ._types import ModelInput
 
 __all__ = [
@@ -86,8 +87,9 @@ class SummaryRequest:
     @property
     def previous_fields(self) -> Mapping[str, Any] | None:
         """The previous summary's fields, when it was written by a summarizer."""
-        fields = self.previous.metadata.get("fields") if self.previous is not None else None
-        return fields if isinstance(fields, Mapping) else None
+        if self.previous is None:
+            return None
+        return SummaryLayer.from_msg(self.previous).fields
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ def _cut_newest(prompt: SummaryPrompt, counter: TokenCounter, excess: int) -> Su
     messages = list(prompt.messages)
     for i in range(len(messages) - 2, -1, -1):  # the trailing instruction stays
         msg = messages[i]
-        if msg.role == "system" or marker_of(msg) is Marker.SUMMARY:
+        if msg.role == "system" or is_summary(msg):
             break
         tokens = counter.count_message(msg)
         if tokens <= 2 * _KEPT_OF_CUT:

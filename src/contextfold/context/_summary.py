@@ -1,8 +1,11 @@
-"""The summary layer: the rendered summary message, its additions and its cap.
+"""Rendering the summary layer's parts: the summarizer's fields through a template,
+plus what the engine adds itself, within the layer's budget.
 
-The middle layer of the model input (context-management.zh, section 概述, Overview). Its
-text is the summarizer's fields through ``summary_template``, plus what the engine adds
-itself: the offload reference of the compressed messages and the artifact ledger.
+A part's text is the summarizer's fields through ``summary_template`` (or
+``summary_update_template`` for an appended part), plus the engine's additions: a note on
+what the summarizer could not read, the offload reference of the compressed messages and
+the artifact ledger. The additions go where the template has ``{artifacts}``, else after
+the rendered template; never inside a field the model wrote.
 """
 
 from __future__ import annotations
@@ -10,34 +13,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..message import MARKER_KEY, Marker, Msg, TextBlock, runtime_note
+from ..message import runtime_note
 from ..token import TokenCounter, head_within
 from ._config import ContextConfig
+from ._layer import summary_budget
 from ._ledger import ArtifactLedger, LedgerKind
 
 __all__ = [
-    "SUMMARY_NAME",
-    "PartBudget",
-    "append_budget",
     "compose_summary",
     "fallback_summary",
-    "ledger_budget",
-    "ledger_of",
     "part_fields",
     "part_ledger",
     "render_summary",
     "safe_format",
-    "summary_budget",
-    "summary_msg",
-    "summary_parts",
-    "with_note",
 ]
-
-SUMMARY_NAME = "summary"
-"""``Msg.name`` of the summary message."""
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
 
@@ -74,47 +65,6 @@ def _as_text(value: Any) -> str:
 def render_summary(template: str, fields: Mapping[str, Any]) -> str:
     """The summary as the model will see it."""
     return safe_format(template, {k: _as_text(v) for k, v in fields.items()})
-
-
-def summary_budget(config: ContextConfig, size: int) -> int:
-    """Tokens the summary layer may take: half the room between reserve and trigger."""
-    return max(128, int((config.trigger_ratio - config.reserve_ratio) * size) // 2)
-
-
-def ledger_budget(config: ContextConfig, size: int) -> int:
-    """Tokens the ledger may take: ``ledger_ratio`` of the window, within the summary's."""
-    return min(int(config.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
-
-
-@dataclass(frozen=True)
-class PartBudget:
-    """What a part appended to the summary may take, in tokens."""
-
-    text: int
-    """The whole part: what :func:`summary_budget` leaves beside the summary in place."""
-    ledger: int
-    """Its ledger: what :func:`ledger_budget` leaves beside the facts listed already."""
-
-
-def append_budget(
-    config: ContextConfig, size: int, counter: TokenCounter, previous: Msg | None
-) -> PartBudget | None:
-    """What a new part appended to ``previous`` may take, or ``None`` when this compaction
-    rewrites the summary: ``summary_update="rewrite"``, no summary yet, or less than a
-    third of the layer's budget (or of the ledger's) left. The layer as a whole stays
-    within both budgets, as one rewritten summary does."""
-    if config.summary_update != "append" or previous is None:
-        return None
-    budget = summary_budget(config, size)
-    room = budget - counter.count_message(previous)
-    if room < budget // 3:
-        return None
-    ledger = ledger_budget(config, size)
-    listed = ledger_of(previous)
-    ledger_room = ledger - (counter.count_text(listed.render()) if listed.entries else 0)
-    if ledger and ledger_room < ledger // 3:
-        return None
-    return PartBudget(text=room, ledger=max(0, min(ledger_room, room * 3 // 4)))
 
 
 def part_ledger(
@@ -187,7 +137,8 @@ def compose_summary(
     the offloaded messages, the ledger) are never cut: the model-written fields are, each
     within its own share of what the additions and the template leave
     (:func:`summary_budget` in all, or ``budget``). The additions go where the template
-    has ``{artifacts}``, else into ``{context_to_preserve}``, else after the rendered text.
+    has ``{artifacts}``, else after the rendered template: a user's template renders the
+    fields the model wrote verbatim.
     ``template`` replaces ``config.summary_template`` (a part appended to the summary).
     """
     template = config.summary_template if template is None else template
@@ -231,10 +182,6 @@ def _render_with(template: str, values: Mapping[str, str], additions: str) -> st
     values = dict(values)
     if "{artifacts}" in template:
         values["artifacts"] = additions
-        return safe_format(template, values)
-    if "{context_to_preserve}" in template:
-        own = values.get("context_to_preserve", "")
-        values["context_to_preserve"] = "\n\n".join(p for p in (own, additions) if p)
         return safe_format(template, values)
     return "\n\n".join(p for p in (safe_format(template, values), additions) if p)
 
@@ -305,52 +252,3 @@ def fallback_summary(
                 previous = head_within(counter, previous, room - 4) + _CUT
             text += intro + previous
     return text
-
-
-def summary_msg(
-    text: str,
-    ledger: ArtifactLedger,
-    fields: Mapping[str, Any] | None,
-    *,
-    earlier: Sequence[TextBlock] = (),
-) -> Msg:
-    """The summary as a user-role message; ledger and fields ride in its metadata.
-
-    The ledger lets the next compression merge it; the fields let callers (and the next
-    summarizer) read the structured summary without parsing the rendered text. With
-    ``earlier`` (the parts of the summary in place, ``summary_update="append"``), the
-    message is those text blocks, unchanged, then ``text`` as one more block: the prefix a
-    provider cached ends on a block boundary.
-    """
-    metadata: dict[str, Any] = {MARKER_KEY: Marker.SUMMARY.value, "ledger": ledger.model_dump()}
-    if fields is not None:
-        metadata["fields"] = dict(fields)
-    content: str | list[TextBlock] = [*earlier, TextBlock(text=text)] if earlier else text
-    return Msg(SUMMARY_NAME, content, "user", metadata=metadata)
-
-
-def summary_parts(summary: Msg) -> list[TextBlock]:
-    """The text blocks of a summary message, oldest part first."""
-    if isinstance(summary.content, str):
-        return [TextBlock(text=summary.content)]
-    parts = [b for b in summary.content if isinstance(b, TextBlock)]
-    return parts or [TextBlock(text=summary.text)]
-
-
-def with_note(summary: Msg, note: str) -> Msg:
-    """``summary`` with ``note`` appended to its newest part (ledger, fields and the
-    earlier parts kept)."""
-    fields = summary.metadata.get("fields")
-    *earlier, newest = summary_parts(summary)
-    return summary_msg(
-        f"{newest.text}\n\n{note}",
-        ledger_of(summary),
-        fields if isinstance(fields, Mapping) else None,
-        earlier=earlier,
-    )
-
-
-def ledger_of(summary: Msg | None) -> ArtifactLedger:
-    """The ledger carried by a summary message (empty when there is none)."""
-    data = summary.metadata.get("ledger") if summary is not None else None
-    return ArtifactLedger.model_validate(data) if isinstance(data, dict) else ArtifactLedger()

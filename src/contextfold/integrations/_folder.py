@@ -22,8 +22,9 @@ from ..context import (
     ImageRemovalEvent,
     ModelInput,
     TruncationEvent,
+    is_summary,
 )
-from ..message import READBACK_KEY, Marker, Msg, ToolResultBlock, ToolSpec, marker_of
+from ..message import READBACK_KEY, Msg, ToolResultBlock, ToolSpec
 
 __all__ = ["Codec", "Folded", "HistoryFolder", "mark_readback"]
 
@@ -150,7 +151,7 @@ class HistoryFolder(Generic[T]):
         pairs = self.codec.to_msgs(history)
         summary: Msg | None = None
         self._origin, self._pending = {}, {}
-        if pairs and marker_of(pairs[0][0]) is Marker.SUMMARY:
+        if pairs and is_summary(pairs[0][0]):
             summary, items = pairs.pop(0)
             self._origin[summary.id] = items
         self.engine.load(summary=summary, context=[])

@@ -17,9 +17,9 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ...context import SummaryLayer, is_summary
 from ...message import (
     ContentBlock,
-    Marker,
     Msg,
     TextBlock,
     ToolCallBlock,
@@ -27,13 +27,12 @@ from ...message import (
     ToolSpec,
     Usage,
     from_openai_message,
-    marker_of,
     to_openai_messages,
 )
 
 __all__ = ["LangChainCodec", "tool_specs"]
 
-_KEY = "contextfold"  # additional_kwargs key: the summary's marker and metadata
+_KEY = "contextfold"  # additional_kwargs key: the summary layer's JSON
 
 
 class LangChainCodec:
@@ -52,8 +51,8 @@ class LangChainCodec:
         out = cast(list[AnyMessage], convert_to_messages(to_openai_messages([msg])))
         for item in out:
             item.id = str(uuid.uuid4())
-        if marker_of(msg) is Marker.SUMMARY:
-            out[0].additional_kwargs[_KEY] = {"metadata": msg.metadata}
+        if is_summary(msg):
+            out[0].additional_kwargs[_KEY] = SummaryLayer.from_msg(msg).to_json()
         return out
 
 
@@ -81,27 +80,31 @@ def to_msg(item: BaseMessage) -> Msg:
         return Msg("system", item.text, "system")
     if isinstance(item, HumanMessage):
         saved = item.additional_kwargs.get(_KEY)
-        if isinstance(saved, dict) and isinstance(saved.get("metadata"), dict):
-            return Msg("summary", _summary_content(item), "user", metadata=saved["metadata"])
+        if isinstance(saved, dict):
+            # Written by an earlier version: {"metadata": the summary message's metadata}.
+            legacy = saved.get("metadata")
+            return SummaryLayer.restore(
+                legacy if isinstance(legacy, dict) else saved, _summary_parts(item)
+            ).msg
         if isinstance(item.content, str):
             return Msg(item.name or "user", item.content, "user")
         return from_openai_message({"role": "user", "content": item.content})
     raise TypeError(f"cannot fold a {type(item).__name__}: expected a LangChain chat message")
 
 
-def _summary_content(item: HumanMessage) -> str | list[ContentBlock]:
-    """The summary's text parts as they were written: one block per part, since
-    ``item.text`` joins them without a separator and the next appended part would then
-    follow one merged block, not the blocks the provider cached."""
+def _summary_parts(item: HumanMessage) -> list[str]:
+    """The summary's text parts as they were written: one per part, since ``item.text``
+    joins them without a separator and the next appended part would then follow one
+    merged block, not the blocks the provider cached."""
     if isinstance(item.content, str):
-        return item.content
-    parts: list[ContentBlock] = []
+        return [item.content]
+    parts: list[str] = []
     for part in item.content:
         if isinstance(part, str):
-            parts.append(TextBlock(text=part))
+            parts.append(part)
         elif isinstance(part, dict) and part.get("type") == "text":
-            parts.append(TextBlock(text=str(part.get("text", ""))))
-    return parts or item.text
+            parts.append(str(part.get("text", "")))
+    return parts or [item.text]
 
 
 def _usage(meta: Any) -> Usage:

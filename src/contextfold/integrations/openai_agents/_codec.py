@@ -12,6 +12,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from ..._exceptions import MessageFormatError
+from ...context import SummaryLayer, is_summary
 from ...message import (
     ContentBlock,
     Msg,
@@ -54,7 +55,16 @@ def _text(content: Any) -> str:
 
 
 class AgentsCodec:
-    """Responses input items as messages; items it did not make are kept as they are."""
+    """Responses input items as messages; items it did not make are kept as they are.
+
+    The summary layer is a user message (one ``input_text`` part per part of the layer,
+    so an appended part follows the parts the provider cached); Responses items have no
+    field of ours to carry the layer's structure, so the codec remembers the layers it
+    wrote, by content, and reads them back as layers.
+    """
+
+    def __init__(self) -> None:
+        self._layers: dict[str, SummaryLayer] = {}
 
     def key(self, item: Item) -> Hashable:
         d = _as_dict(item)
@@ -85,6 +95,9 @@ class AgentsCodec:
             role = d.get("role")
             if role in ("system", "developer"):
                 return Msg("system", _text(d.get("content")), "system")
+            layer = self._layers.get(json.dumps(d.get("content"), default=str))
+            if layer is not None:
+                return layer.msg
             return Msg("user", _text(d.get("content")), "user")
         if kind == "function_call_output":
             results = [
@@ -130,6 +143,15 @@ class AgentsCodec:
             return items
         if msg.role == "system":
             return [{"role": "system", "content": msg.text}]
+        if is_summary(msg):
+            layer = SummaryLayer.from_msg(msg)
+            content: str | list[dict[str, str]] = (
+                layer.parts[0]
+                if len(layer.parts) == 1
+                else [{"type": "input_text", "text": p} for p in layer.parts]
+            )
+            self._layers[json.dumps(content)] = layer
+            return [{"role": "user", "content": content}]
         items = [
             {"type": "function_call_output", "call_id": r.id, "output": r.text()}
             for r in msg.tool_results

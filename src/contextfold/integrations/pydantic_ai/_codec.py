@@ -28,21 +28,20 @@ from pydantic_ai.messages import (
 )
 
 from ..._exceptions import MessageFormatError
+from ...context import SummaryLayer, is_summary
 from ...message import (
     ContentBlock,
-    Marker,
     Msg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
     Usage,
-    marker_of,
 )
 
 __all__ = ["PydanticAICodec", "split_system", "with_system"]
 
-_KEY = "contextfold"  # ModelRequest.metadata key of the summary's metadata (never sent)
+_KEY = "contextfold"  # ModelRequest.metadata key of the summary layer's JSON (never sent)
 
 
 class PydanticAICodec:
@@ -70,13 +69,13 @@ class PydanticAICodec:
                 for c in msg.tool_calls
             )
             return [ModelResponse(parts=parts)]
-        if marker_of(msg) is Marker.SUMMARY:
+        if is_summary(msg):
             # One text per part of the summary, then a cache point: the model's adapter
             # (Anthropic, Bedrock, ...) marks the summary's end as a prefix to cache, and an
             # appended part follows the blocks the provider cached.
-            texts = [b.text for b in msg.get_blocks(TextBlock)] or [msg.text]
-            prompt = UserPromptPart(content=[*texts, CachePoint()])
-            return [ModelRequest(parts=[prompt], metadata={_KEY: msg.metadata})]
+            layer = SummaryLayer.from_msg(msg)
+            prompt = UserPromptPart(content=[*layer.parts, CachePoint()])
+            return [ModelRequest(parts=[prompt], metadata={_KEY: layer.to_json()})]
         request: list[ModelRequestPart] = [
             ToolReturnPart(tool_name=r.name, content=r.text(), tool_call_id=r.id)
             for r in msg.tool_results
@@ -141,9 +140,8 @@ def to_msg(item: ModelMessage) -> Msg:
         elif not isinstance(rpart, SystemPromptPart):
             raise MessageFormatError(f"cannot fold a Pydantic AI {rpart.part_kind!r} part")
     if isinstance(saved, dict):
-        parts = [b for b in blocks if isinstance(b, TextBlock)]
-        layer: str | list[ContentBlock] = parts[0].text if len(parts) == 1 else list(parts)
-        return Msg("summary", layer, "user", metadata=saved)
+        texts = [b.text for b in blocks if isinstance(b, TextBlock)]
+        return SummaryLayer.restore(saved, texts).msg
     return Msg("user", blocks, "user")
 
 

@@ -1,0 +1,253 @@
+"""The compaction planner: everything decidable without I/O, as one value.
+
+:func:`plan_compaction` reads a snapshot of the engine's state and decides where the
+history splits (pair-safe, within ``reserve_ratio``, never into the newest turn when it can
+fit), whether observation masking suffices, whether the compaction is worth its cost,
+what the summarizer is asked, and whether the summary layer gets a part appended or is
+rewritten (with the ledgers and budgets of either). The engine hands the plan to its
+tiers (:mod:`._compaction`), which do the I/O (summarize, offload) and return what to
+commit. A plan is computed under the engine's lock and never changes the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from .._logging import logger
+from ..message import HintBlock, Msg
+from ..token import TokenCounter
+from ._config import ContextConfig
+from ._layer import PartBudget, SummaryLayer, ledger_budget, summary_budget
+from ._ledger import ArtifactLedger, extract_ledger
+from ._masking import MaskingPlan, plan_masking
+from ._redact import redact_messages
+from ._summarizer import SummaryRequest
+from ._summary import part_ledger, safe_format
+from ._trim import MIN_KEPT_RESULT, choose_split, safe_boundaries
+from ._types import CompressionRequest, ContextUsage, ModelInput
+
+__all__ = ["CompactionPlan", "SummaryPlan", "newest_turn", "plan_compaction", "protected_start"]
+
+
+@dataclass(frozen=True)
+class SummaryPlan:
+    """What the summary tier asks and how it builds the new layer."""
+
+    request: SummaryRequest
+    """The summarizer's request (with the update hint when a part is appended)."""
+    rewrite: SummaryRequest
+    """The request when the layer is rewritten after all (the caller's hints only)."""
+    ledger: ArtifactLedger
+    """The layer's whole ledger, as a rewrite (or a fallback) lists it."""
+    part: PartBudget | None
+    """Room for an appended part; ``None`` when this compaction rewrites."""
+    part_ledgers: tuple[ArtifactLedger, ArtifactLedger] | None
+    """For an appended part: the facts it lists, and the layer's whole ledger."""
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """One compaction, decided: the snapshot it reads and what each tier may do."""
+
+    request: CompressionRequest
+    usage: ContextUsage
+    """The usage when the compaction started."""
+    snapshot: tuple[Msg, ...]
+    """The context when the compaction started; what arrives later is kept as it is."""
+    split: int
+    """Messages before this index are folded (0: nothing can be)."""
+    masking: MaskingPlan | None
+    """The results masking replaces, when masking alone brings usage low enough."""
+    summary: SummaryPlan | None
+    """The summary tier's plan (``None`` when ``split`` is 0)."""
+    previous: SummaryLayer | None
+    """The layer in place."""
+    started: float
+    """``time.monotonic()`` when the compaction started."""
+
+    @property
+    def folded(self) -> list[Msg]:
+        """The messages this compaction folds, as they are (unredacted)."""
+        return list(self.snapshot[: self.split])
+
+
+def newest_turn(msgs: Sequence[Msg]) -> int:
+    """Where the newest turn starts: its last assistant message (with the tool results and
+    messages after it), or the last message when no assistant spoke."""
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "assistant":
+            return i
+    return max(len(msgs) - 1, 0)
+
+
+def protected_start(
+    msgs: Sequence[Msg],
+    tokens: Sequence[int],
+    usage: ContextUsage,
+    config: ContextConfig,
+    counter: TokenCounter,
+) -> int:
+    """Where the kept part must start at the latest: the newest turn, unless even with
+    its tool results cut it could not fit beside a full summary (then nothing)."""
+    size = usage.context_size
+    start = newest_turn(msgs)
+    cuttable = sum(
+        max(0, counter.count_text(r.text()) - MIN_KEPT_RESULT)
+        for m in msgs[start:]
+        for r in m.tool_results
+    )
+    fixed = usage.system + usage.tools + usage.overhead
+    needed = fixed + summary_budget(config, size) + sum(tokens[start:]) - cuttable
+    return start if needed <= int(config.trigger_ratio * size) else len(msgs)
+
+
+def plan_compaction(
+    request: CompressionRequest,
+    *,
+    usage: ContextUsage,
+    context: Sequence[Msg],
+    previous: SummaryLayer | None,
+    last_sent: ModelInput | None,
+    prefix: ModelInput | None,
+    redact: Callable[[str], str] | None,
+    counter: TokenCounter,
+    started: float,
+) -> CompactionPlan | None:
+    """The plan of one compaction, or ``None`` when there is nothing to do: usage under
+    the threshold (unless forced), or an automatic compaction that would free too little."""
+    config, size = request.config, usage.context_size
+    ratio = config.trigger_ratio if request.threshold_ratio is None else request.threshold_ratio
+    if not request.force and usage.total <= ratio * size:
+        return None
+    snapshot = tuple(context)
+    tokens = [counter.count_message(m) for m in snapshot]
+    safe = safe_boundaries(snapshot)
+    # The newest assistant turn and what answers it are kept whenever cutting its tool
+    # results can make it fit: a fresh result is not summarized before it was seen.
+    protect = protected_start(snapshot, tokens, usage, config, counter)
+    k = choose_split(tokens, safe, int(config.reserve_ratio * size))
+    if k == 0 and request.force:
+        k = choose_split(tokens, safe, sum(tokens) // 2)
+    k = min(k, protect)
+    plan = CompactionPlan(request, usage, snapshot, k, None, None, previous, started)
+    if config.observation_masking and request.trigger != "tool":
+        masking = plan_masking(
+            snapshot,
+            k=k,
+            protect=protect,
+            policies=config.tool_policies,
+            total=usage.total,
+            goal=(config.trigger_ratio + config.reserve_ratio) / 2 * size,
+            counter=counter,
+        )
+        if masking is not None:
+            return replace(plan, masking=masking)
+    if k == 0:
+        return plan
+    if request.trigger == "auto" and _too_little_freed(
+        tokens[:k], usage, previous, config, counter
+    ):
+        return None
+    base = (
+        _summary_prefix(prefix, last_sent, snapshot, k)
+        if config.summary_request == "prefix"
+        else None
+    )
+    return replace(
+        plan,
+        summary=_summary_plan(request, snapshot[:k], previous, base, redact, counter, size),
+    )
+
+
+def _summary_plan(
+    request: CompressionRequest,
+    compressed: Sequence[Msg],
+    previous: SummaryLayer | None,
+    base: ModelInput | None,
+    redact: Callable[[str], str] | None,
+    counter: TokenCounter,
+    size: int,
+) -> SummaryPlan:
+    config = request.config
+    # The request to extend is chosen first, then redacted with the messages to fold.
+    folded = list(compressed)
+    if redact is not None:
+        folded = redact_messages(folded, redact)
+        if base is not None:
+            base = replace(base, context=tuple(redact_messages(base.context, redact)))
+    found = extract_ledger(folded)
+    earlier = previous.ledger if previous is not None else ArtifactLedger()
+    ledger = earlier.merge(found).select(counter, ledger_budget(config, size))
+    part = None if previous is None else previous.room_for_part(config, size, counter)
+    ledgers = (
+        None if part is None else part_ledger(earlier, found, counter, part.ledger, rewrite=ledger)
+    )
+    caller_hints = () if request.instructions is None else (request.instructions,)
+    hints: tuple[HintBlock, ...] = caller_hints
+    if ledgers is not None:
+        hints = (HintBlock(hint=config.summary_update_prompt), *caller_hints)
+    summary_request = SummaryRequest(
+        messages=folded,
+        previous=previous.msg if previous is not None else None,
+        instructions=safe_format(
+            config.compression_prompt,
+            {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
+        ),
+        hints=hints,
+        schema=config.summary_schema,
+        max_attempts=config.summary_attempts,
+        prefix=base,
+        previous_stays=ledgers is not None,
+    )
+    return SummaryPlan(
+        request=summary_request,
+        rewrite=replace(summary_request, hints=caller_hints, previous_stays=False),
+        ledger=ledger,
+        part=part,
+        part_ledgers=ledgers,
+    )
+
+
+def _too_little_freed(
+    folded: list[int],
+    usage: ContextUsage,
+    previous: SummaryLayer | None,
+    config: ContextConfig,
+    counter: TokenCounter,
+) -> bool:
+    """Whether an automatic compaction would free less than ``min_compaction_saving``
+    of the window (folding ``folded`` into a summary about as large as the current one,
+    or the ledger's budget) while the request still fits: then it waits a step."""
+    if not config.min_compaction_saving:
+        return False
+    size = usage.context_size
+    current = previous.tokens(counter) if previous is not None else 0
+    summary = max(current, ledger_budget(config, size))
+    freed = sum(folded) - summary + usage.summary
+    fits = usage.total <= size - size // 10
+    if freed < config.min_compaction_saving * size and fits:
+        logger.info("compaction skipped: it would free only %d tokens", freed)
+        return True
+    return False
+
+
+def _summary_prefix(
+    current: ModelInput | None, last: ModelInput | None, context: Sequence[Msg], k: int
+) -> ModelInput | None:
+    """The request a summary request should extend: the last one sent, when it still
+    holds everything to fold (the newest turn, which is kept, need not be read twice,
+    and that request is what the provider's cache holds), else the current state."""
+    if current is None or not safe_boundaries(context)[-1]:
+        return None  # a call still waits for its result: no valid request to extend
+    if (
+        last is not None
+        and last.system is current.system
+        and last.summary is current.summary
+        and last.tools == current.tools
+        and k <= len(last.context) <= len(context)
+        and all(a is b for a, b in zip(last.context, context, strict=False))
+    ):
+        return last
+    return current
