@@ -258,10 +258,10 @@ async def _drop(ws: SearchableWorkspace) -> None:
 @contextlib.contextmanager
 def _index_off() -> Iterator[None]:
     """Indexing switched off (documents replaced by none), to time the offload alone."""
-    from contextfold.workspace import _memory, _postgres, _side_index, _sqlite
+    from contextfold.workspace import _memory, _postgres_search, _side_index, _sqlite
 
     saved = []
-    for mod in (_memory, _postgres, _side_index, _sqlite):
+    for mod in (_memory, _postgres_search, _side_index, _sqlite):
         for name, empty in (("context_docs", lambda *_: []), ("tool_doc", None)):
             if hasattr(mod, name):
                 saved.append((mod, name, getattr(mod, name)))
