@@ -302,8 +302,9 @@ async def _index_bytes(ws: SearchableWorkspace) -> int:
         )
         return int(got)
     if isinstance(ws, S3Workspace):
-        assert ws._index is not None
-        return dbstat(ws._index.path)
+        side = ws._search_index.side
+        assert side is not None
+        return dbstat(side.path)
     index = ws._index if isinstance(ws, MemoryWorkspace) else None
     if index is None:
         return 0
