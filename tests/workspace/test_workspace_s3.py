@@ -25,7 +25,7 @@ import pytest
 from contextfold import MissingDependencyError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.testing import WorkspaceContract
-from contextfold.testing._workspace import PNG, image
+from contextfold.testing._contract_base import PNG, image
 from contextfold.workspace import BaseWorkspace, S3Workspace, _fts, _s3_client, _s3_index
 from contextfold.workspace._s3_client import S3Objects
 from contextfold.workspace._s3_layout import segment_key
