@@ -38,6 +38,7 @@ __all__ = [
     "write_new",
 ]
 
+# The flags of each open: a directory component, reading, appending, a new file.
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO planted in the workspace must not block open(); it is rejected after.
 READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK

@@ -44,6 +44,7 @@ class S3SearchIndex:
     def __init__(self, objects: S3Objects) -> None:
         self._objects = objects
         self.side: SideIndex | None = None
+        """The SQLite FTS5 index itself; ``None`` until :meth:`open`, and after :meth:`close`."""
         self._tips: dict[str, Tip] = {}
         """Session key -> what the index holds of its log, where known."""
         self._log_locks: dict[str, asyncio.Lock] = {}
