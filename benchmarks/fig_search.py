@@ -258,10 +258,10 @@ async def _drop(ws: SearchableWorkspace) -> None:
 @contextlib.contextmanager
 def _index_off() -> Iterator[None]:
     """Indexing switched off (documents replaced by none), to time the offload alone."""
-    from contextfold.workspace import _memory, _postgres, _side_index, _sqlite
+    from contextfold.workspace import _memory, _postgres_search, _side_index, _sqlite
 
     saved = []
-    for mod in (_memory, _postgres, _side_index, _sqlite):
+    for mod in (_memory, _postgres_search, _side_index, _sqlite):
         for name, empty in (("context_docs", lambda *_: []), ("tool_doc", None)):
             if hasattr(mod, name):
                 saved.append((mod, name, getattr(mod, name)))
@@ -302,8 +302,9 @@ async def _index_bytes(ws: SearchableWorkspace) -> int:
         )
         return int(got)
     if isinstance(ws, S3Workspace):
-        assert ws._index is not None
-        return dbstat(ws._index.path)
+        side = ws._search_index.side
+        assert side is not None
+        return dbstat(side.path)
     index = ws._index if isinstance(ws, MemoryWorkspace) else None
     if index is None:
         return 0

@@ -20,7 +20,7 @@ import pytest
 
 from contextfold import UnsafePathError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
-from contextfold.testing._workspace import SECRET, image, mixed_messages, snapshot
+from contextfold.testing._contract_base import SECRET, image, mixed_messages, snapshot
 from contextfold.tool import readback_tools
 from contextfold.workspace import BaseWorkspace
 

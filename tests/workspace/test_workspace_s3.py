@@ -25,8 +25,10 @@ import pytest
 from contextfold import MissingDependencyError, WorkspaceError
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.testing import WorkspaceContract
-from contextfold.testing._workspace import PNG, image
-from contextfold.workspace import BaseWorkspace, S3Workspace, _fts, _s3
+from contextfold.testing._contract_base import PNG, image
+from contextfold.workspace import BaseWorkspace, S3Workspace, _fts, _s3_client, _s3_index
+from contextfold.workspace._s3_client import S3Objects
+from contextfold.workspace._s3_layout import segment_key
 
 from ..s3_server import create_bucket, s3_server
 from .builtin_contract import Backend, BuiltinWorkspaceTests
@@ -66,20 +68,20 @@ async def test_a_segment_the_index_does_not_name_yet_is_read_and_kept(
 ) -> None:
     # A writer that died after storing its segment, before advancing the index.
     await s3ws.offload_context("s1", [Msg("user", "first", "user")])
-    await s3ws._delete(["sessions/s1/context/index.json"])
+    await s3ws._objects.delete(["sessions/s1/context/index.json"])
     assert await _texts(s3ws, "s1") == ["first"]
     other = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
     await other.initialize()
     await other.offload_context("s1", [Msg("user", "second", "user")])  # segment 0 is taken
     assert await _texts(s3ws, "s1") == ["first", "second"]
-    keys = [k for k, _ in await s3ws._list("sessions/s1/context/")]
+    keys = [k for k, _ in await s3ws._objects.list_keys("sessions/s1/context/")]
     assert keys == ["000000000000.jsonl", "000000000001.jsonl", "index.json"]
     await other.close()
 
 
 async def test_segments_are_never_overwritten(s3ws: S3Workspace) -> None:
     await s3ws.offload_context("s1", [Msg("user", "one", "user")])
-    assert not await s3ws._put(s3ws._segment("s1", 0), b"clobbered\n", create=True)
+    assert not await s3ws._objects.put(segment_key("s1", 0), b"clobbered\n", create=True)
     assert await _texts(s3ws, "s1") == ["one"]
 
 
@@ -139,14 +141,12 @@ async def test_a_server_without_conditional_writes_is_refused(s3_endpoint: str) 
 async def test_missing_credentials_are_a_clear_error(
     s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from contextfold.workspace import _s3
-
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookup
-    monkeypatch.setattr(_s3, "_SESSIONS", {})
+    monkeypatch.setattr(_s3_client, "_SESSIONS", {})
     with pytest.raises(WorkspaceError, match="credentials"):
         await S3Workspace("contextfold-test", endpoint_url=s3_endpoint).initialize()
 
@@ -166,21 +166,23 @@ async def test_missing_aiobotocore_names_the_extra(monkeypatch: pytest.MonkeyPat
 
 
 async def test_purge_puts_data_back_when_a_writer_references_it_meanwhile(
-    s3_endpoint: str, s3_bucket: str, s3_prefix: str
+    s3_endpoint: str, s3_bucket: str, s3_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Racing(S3Workspace):
+    ws = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    objects = ws._objects
+    delete = objects.delete
+
+    async def racing(keys: Iterable[str]) -> None:
         """Another session's writer stores its reference just as purge deletes the data
         (having seen the data still there, it does not write it again)."""
+        keys = list(keys)
+        await delete(keys)
+        for key in keys:
+            if key.startswith("data/"):
+                await objects.put(f"sessions/s2/data/{key[5:]}", b"")
+                await objects.put(f"data-refs/{key[5:]}/s2", b"")
 
-        async def _delete(self, keys: Iterable[str]) -> None:
-            keys = list(keys)
-            await super()._delete(keys)
-            for key in keys:
-                if key.startswith("data/"):
-                    await self._put(f"sessions/s2/data/{key[5:]}", b"")
-                    await self._put(f"data-refs/{key[5:]}/s2", b"")
-
-    ws = Racing(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
+    monkeypatch.setattr(objects, "delete", racing)
     await ws.initialize()
     ref = await ws.offload_data("s1", image())
     await ws.purge("s1")
@@ -229,15 +231,15 @@ async def test_the_index_catches_up_after_a_restart(
     await s3ws.close()
     restarted = S3Workspace(s3_bucket, prefix=s3_prefix, endpoint_url=s3_endpoint)
     await restarted.initialize()  # the index went with the old process; opening reads none
-    assert restarted._index is not None
-    assert restarted._index.indexed() == {}
+    assert restarted._search_index.side is not None
+    assert restarted._search_index.side.indexed() == {}
     [hit] = await restarted.search("epsilon", session_id=long_id)
     # A session's search catches up that session only, not the rest of the bucket.
-    assert {key for key, _ in restarted._index.indexed()} == {hit.ref.split("/")[1]}
+    assert {key for key, _ in restarted._search_index.side.indexed()} == {hit.ref.split("/")[1]}
     assert await restarted.read(hit.ref) == "epsilon"
     hit = (await restarted.search("marker2"))[0]
     assert (hit.offset, hit.session_id) == (2, long_id)
-    assert len(restarted._index.indexed()) == 3
+    assert len(restarted._search_index.side.indexed()) == 3
     await restarted.close()
 
 
@@ -275,8 +277,9 @@ async def test_the_index_stays_exact_as_it_follows_another_workers_purge_and_rew
         "kept **words**",
         "new **words**",
     ]
-    assert s3ws._index is not None
-    with contextlib.closing(sqlite3.connect(s3ws._index.path)) as c:
+    side = s3ws._search_index.side
+    assert side is not None
+    with contextlib.closing(sqlite3.connect(side.path)) as c:
         _fts.register(c)  # FTS5's check that the index holds the terms of its documents
         c.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
         assert c.execute("SELECT COUNT(*) FROM search_docs").fetchone() == (3,)
@@ -289,13 +292,13 @@ async def test_own_offloads_are_indexed_as_written_not_fetched_back(
         await s3ws.offload_context("s1", [Msg("user", f"entry marker{i}", "user")])
     await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="zeta"))
     fetched: list[str] = []
-    get_obj = S3Workspace._get_obj
+    get_obj = S3Objects.get
 
-    async def counting(self: S3Workspace, key: str) -> tuple[bytes, str] | None:
+    async def counting(self: S3Objects, key: str) -> tuple[bytes, str] | None:
         fetched.append(key)
         return await get_obj(self, key)
 
-    monkeypatch.setattr(S3Workspace, "_get_obj", counting)
+    monkeypatch.setattr(S3Objects, "get", counting)
     assert [(await s3ws.search(f"marker{i}"))[0].offset for i in range(3)] == [0, 1, 2]
     assert fetched == []  # one LIST per search, no GET: the index already held them
 
@@ -345,7 +348,7 @@ def _requests(ws: S3Workspace) -> Iterator[_Seen]:
         seen.ops.append(model.name)
         seen.listed += len(parsed.get("Contents", []))
 
-    events = ws._s3().meta.events
+    events = ws._objects.client().meta.events
     events.register("after-call.s3", note)
     try:
         yield seen
@@ -356,10 +359,12 @@ def _requests(ws: S3Workspace) -> Iterator[_Seen]:
 async def test_a_search_reads_what_is_new_not_the_whole_log(
     s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_s3, "_SKIP_MIN", 4)  # the fewest segments a fleet-wide search skips
+    monkeypatch.setattr(_s3_index, "_SKIP_MIN", 4)  # the fewest segments a fleet-wide search skips
     costs = []
     for segments, word in ((6, "walrus"), (30, "pelican")):
-        while len(await worker._list("sessions/s1/context/")) <= segments:  # + index.json
+        while (
+            len(await worker._objects.list_keys("sessions/s1/context/")) <= segments
+        ):  # + index.json
             await worker.offload_context("s1", [Msg("user", "filler words", "user")])
         await s3ws.search("filler", session_id="s1")
         await s3ws.search("filler")
@@ -386,7 +391,7 @@ async def test_a_search_reads_what_is_new_not_the_whole_log(
 async def test_a_search_across_sessions_finds_what_was_stored_around_a_skipped_log(
     s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_s3, "_SKIP_MIN", 2)
+    monkeypatch.setattr(_s3_index, "_SKIP_MIN", 2)
     await _parts(s3ws, "m", "middle", 3)
     assert len(await s3ws.search("middle")) == 3  # indexed: the next search skips them
     # Sessions before and after it in key order, one with more keys than the gap held.
@@ -409,7 +414,7 @@ async def test_a_search_across_sessions_finds_what_was_stored_around_a_skipped_l
 async def test_another_workers_purge_is_noticed_after_the_log_was_skipped(
     s3ws: S3Workspace, worker: S3Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_s3, "_SKIP_MIN", 2)
+    monkeypatch.setattr(_s3_index, "_SKIP_MIN", 2)
     await _parts(s3ws, "s1", "doomed", 3)
     await s3ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output="doomed"))
     assert [len(await s3ws.search("doomed", session_id=s)) for s in ("s1", None)] == [4, 4]
@@ -435,7 +440,7 @@ async def test_a_purge_and_rewrite_that_keeps_the_last_segments_leaves_no_stale_
 
 async def test_the_segment_index_names_its_log_until_a_purge(s3ws: S3Workspace) -> None:
     async def index() -> Any:
-        got = await s3ws._get_obj("sessions/s1/context/index.json")
+        got = await s3ws._objects.get("sessions/s1/context/index.json")
         assert got is not None
         return json.loads(got[0])
 
@@ -454,13 +459,13 @@ async def test_a_log_an_older_writer_indexed_is_caught_up_by_listing(
     s3ws: S3Workspace, worker: S3Workspace
 ) -> None:
     await worker.offload_context("s1", [Msg("user", "first words", "user")])
-    await worker._put("sessions/s1/context/index.json", b'{"segments": 1}')  # no "log"
+    await worker._objects.put("sessions/s1/context/index.json", b'{"segments": 1}')  # no "log"
     assert [h.offset for h in await s3ws.search("first", session_id="s1")] == [0]
     await worker.offload_context("s1", [Msg("user", "second words", "user")])  # names a log
     assert sorted(h.offset for h in await s3ws.search("words", session_id="s1")) == [0, 1]
     await worker.purge("s1")
     await worker.offload_context("s1", [Msg("user", "other words", "user")])
-    await worker._put("sessions/s1/context/index.json", b'{"segments": 1}')
+    await worker._objects.put("sessions/s1/context/index.json", b'{"segments": 1}')
     hits = await s3ws.search("words", session_id="s1")
     assert [(h.offset, h.snippet) for h in hits] == [(0, "other **words**")]
 
@@ -470,13 +475,13 @@ async def test_a_purge_deletes_the_logs_id_before_its_segments(
 ) -> None:
     await _parts(s3ws, "s1", "purged", 2)
     deleted: list[list[str]] = []
-    delete = S3Workspace._delete
+    delete = S3Objects.delete
 
-    async def recording(self: S3Workspace, keys: Iterable[str]) -> None:
+    async def recording(self: S3Objects, keys: Iterable[str]) -> None:
         deleted.append(sorted(keys))
         await delete(self, deleted[-1])
 
-    monkeypatch.setattr(S3Workspace, "_delete", recording)
+    monkeypatch.setattr(S3Objects, "delete", recording)
     await s3ws.purge("s1")
     assert deleted == [
         ["sessions/s1/context/index.json"],  # failing halfway, no id vouches for what went

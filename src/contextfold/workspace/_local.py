@@ -1,39 +1,48 @@
-"""LocalWorkspace: offloaded content as plain files under one directory."""
+"""LocalWorkspace: offloaded content as plain files under one directory.
+
+The item store and the catch-up of its search index; the confined, private file
+primitives it writes and reads with are in ``_local_files``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import errno
 import fcntl
 import os
 import shutil
 import stat
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from .._exceptions import UnsafePathError
-from .._logging import logger
 from ._grep import Deadline, off_loop
+from ._local_files import (
+    APPEND,
+    DIR_MODE,
+    DIRECTORY,
+    flocked,
+    make_dir,
+    make_private,
+    open_dir,
+    open_file,
+    raise_unsafe,
+    read_file,
+    repair_tail,
+    stat_entries,
+    write_all,
+    write_new,
+)
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
 from ._search import RawHit, SearchableWorkspace
 from ._side_index import INDEX_FILE, SideIndex
 
 __all__ = ["LocalWorkspace"]
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: a FIFO planted in the workspace must not block open(); it is rejected after.
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REFS = "data.refs"
 _STATE = "state.json"
 _ID_FILE = ".session_id"
-_FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
-_DIR_MODE = 0o700
 
 
 class LocalWorkspace(SearchableWorkspace):
@@ -96,11 +105,11 @@ class LocalWorkspace(SearchableWorkspace):
 
     def _init_sync(self) -> None:
         if not os.path.isdir(self._given):
-            os.makedirs(self._given, _DIR_MODE, exist_ok=True)
-            os.chmod(self._given, _DIR_MODE)  # makedirs' mode is filtered by the umask
+            os.makedirs(self._given, DIR_MODE, exist_ok=True)
+            os.chmod(self._given, DIR_MODE)  # makedirs' mode is filtered by the umask
         self._root = os.path.realpath(self._given)
         for sub in ("sessions", "data", "skills"):
-            os.close(self._open_dir(sub, create=True))
+            os.close(open_dir(self._root, sub, create=True))
         if self._index is None:
             self._index = SideIndex(os.path.join(self._root, INDEX_FILE))
             self._index.open()
@@ -126,55 +135,22 @@ class LocalWorkspace(SearchableWorkspace):
             raise UnsafePathError(f"{ref!r} is outside the workspace {self._root!r}")
         return parse_ref(ref)
 
-    def _open_dir(self, *parts: str, create: bool = False) -> int:
-        """An fd of ``root/parts...``, each component opened without following symlinks."""
-        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for part in parts:
-                created = create and _mkdir(part, fd)
-                try:
-                    nfd = os.open(part, _DIR, dir_fd=fd)
-                except OSError as exc:
-                    _raise_unsafe(exc, "/".join(parts))
-                    raise
-                os.close(fd)
-                fd = nfd
-                if created:
-                    _make_private(fd, _DIR_MODE)
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
-
     def _session_dir(self, skey: str, session_id: str, *, create: bool) -> int:
-        sfd = self._open_dir("sessions")
+        sfd = open_dir(self._root, "sessions")
         try:
-            created = create and _mkdir(skey, sfd)
+            created = create and make_dir(skey, sfd)
             try:
-                dfd = os.open(skey, _DIR, dir_fd=sfd)
+                dfd = os.open(skey, DIRECTORY, dir_fd=sfd)
             except OSError as exc:
-                _raise_unsafe(exc, f"sessions/{skey}")
+                raise_unsafe(exc, f"sessions/{skey}")
                 raise
         finally:
             os.close(sfd)
         if created:
-            _make_private(dfd, _DIR_MODE)
+            make_private(dfd, DIR_MODE)
         if created and is_capped(skey):  # the id cannot be decoded from a capped name
-            _write_new(dfd, _ID_FILE, session_id.encode("utf-8", "surrogatepass"), fsync=False)
+            write_new(dfd, _ID_FILE, session_id.encode("utf-8", "surrogatepass"), fsync=False)
         return dfd
-
-    def _open_file(self, dir_fd: int, name: str, flags: int, where: str) -> int:
-        try:
-            fd = os.open(name, flags, _FILE_MODE, dir_fd=dir_fd)
-        except OSError as exc:
-            _raise_unsafe(exc, where)
-            raise
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise UnsafePathError(f"{where} is not a regular file; refusing to use it")
-        if flags & os.O_CREAT:
-            _make_private(fd, _FILE_MODE)
-        return fd
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -184,14 +160,14 @@ class LocalWorkspace(SearchableWorkspace):
     def _append_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
         dfd = self._session_dir(skey, session_id, create=True)
         try:
-            fd = self._open_file(dfd, name, _APPEND, f"sessions/{skey}/{name}")
+            fd = open_file(dfd, name, APPEND, f"sessions/{skey}/{name}")
         finally:
             os.close(dfd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            _repair_tail(fd, f"sessions/{skey}/{name}")
+            repair_tail(fd, f"sessions/{skey}/{name}")
             size = os.fstat(fd).st_size
-            _write_all(fd, payload)
+            write_all(fd, payload)
             if self._fsync:
                 os.fsync(fd)
             if name == CONTEXT_FILE and self._index is not None:
@@ -206,7 +182,7 @@ class LocalWorkspace(SearchableWorkspace):
         dfd = self._session_dir(skey, session_id, create=True)
         try:
             tmp = f".tmp-{uuid.uuid4().hex}"
-            _write_new(dfd, tmp, body, fsync=self._fsync)
+            write_new(dfd, tmp, body, fsync=self._fsync)
             try:
                 name = tool_file(tkey)
                 while True:
@@ -229,9 +205,9 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._put_data_sync, skey, session_id, name, payload)
 
     def _put_data_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
-        ddfd = self._open_dir("data")
+        ddfd = open_dir(self._root, "data")
         try:
-            with _flocked(ddfd, fcntl.LOCK_SH):  # purge collects data under LOCK_EX
+            with flocked(ddfd, fcntl.LOCK_SH):  # purge collects data under LOCK_EX
                 self._append_sync(skey, session_id, _REFS, f"{name}\n".encode())
                 try:
                     st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
@@ -240,7 +216,7 @@ class LocalWorkspace(SearchableWorkspace):
                 except FileNotFoundError:
                     pass
                 tmp = f".tmp-{uuid.uuid4().hex}"
-                _write_new(ddfd, tmp, payload, fsync=self._fsync)
+                write_new(ddfd, tmp, payload, fsync=self._fsync)
                 os.replace(tmp, name, src_dir_fd=ddfd, dst_dir_fd=ddfd)
                 if self._fsync:
                     os.fsync(ddfd)
@@ -254,7 +230,7 @@ class LocalWorkspace(SearchableWorkspace):
         dfd = self._session_dir(skey, session_id, create=True)
         try:
             tmp = f".tmp-{uuid.uuid4().hex}"
-            _write_new(dfd, tmp, state, fsync=self._fsync)
+            write_new(dfd, tmp, state, fsync=self._fsync)
             os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
             if self._fsync:
                 os.fsync(dfd)
@@ -268,33 +244,16 @@ class LocalWorkspace(SearchableWorkspace):
 
     def _get_sync(self, item: ItemPath) -> bytes | None:
         parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
-        return self._read_in(parts, item.name)
-
-    def _read_in(self, parts: tuple[str, ...], name: str) -> bytes | None:
-        try:
-            dfd = self._open_dir(*parts)
-        except FileNotFoundError:
-            return None
-        try:
-            fd = self._open_file(dfd, name, _READ, "/".join((*parts, name)))
-        except FileNotFoundError:
-            return None
-        finally:
-            os.close(dfd)
-        try:
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read()
-        finally:
-            os.close(fd)
+        return read_file(self._root, parts, item.name)
 
     async def _load_state(self, skey: str) -> bytes | None:
-        return await asyncio.to_thread(self._read_in, ("sessions", skey), _STATE)
+        return await asyncio.to_thread(read_file, self._root, ("sessions", skey), _STATE)
 
     async def _sessions(self) -> list[str]:
         return await asyncio.to_thread(self._sessions_sync)
 
     def _sessions_sync(self) -> list[str]:
-        sfd = self._open_dir("sessions")
+        sfd = open_dir(self._root, "sessions")
         try:
             keys = [
                 e.name
@@ -308,7 +267,7 @@ class LocalWorkspace(SearchableWorkspace):
     def _session_id(self, skey: str) -> str:
         if is_capped(skey):
             try:
-                raw = self._read_in(("sessions", skey), _ID_FILE)
+                raw = read_file(self._root, ("sessions", skey), _ID_FILE)
             except (UnsafePathError, OSError):
                 raw = None
             if raw:
@@ -320,7 +279,7 @@ class LocalWorkspace(SearchableWorkspace):
 
     def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         if skey is None:
-            sfd = self._open_dir("sessions")
+            sfd = open_dir(self._root, "sessions")
             try:
                 keys = [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
             finally:
@@ -333,12 +292,12 @@ class LocalWorkspace(SearchableWorkspace):
             if key.startswith("."):
                 continue
             try:
-                dfd = self._open_dir("sessions", key)
+                dfd = open_dir(self._root, "sessions", key)
             except FileNotFoundError:
                 continue
             try:
-                entries = _stat_entries(dfd)
-                refs = self._read_in(("sessions", key), _REFS) if skey is not None else None
+                entries = stat_entries(dfd)
+                refs = read_file(self._root, ("sessions", key), _REFS) if skey is not None else None
             finally:
                 os.close(dfd)
             sid = self._session_id(key)
@@ -352,7 +311,7 @@ class LocalWorkspace(SearchableWorkspace):
                 out.append((item, st.st_size, sid))
             if refs:
                 data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
-        ddfd = self._open_dir("data")
+        ddfd = open_dir(self._root, "data")
         try:
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
@@ -374,7 +333,7 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._purge_sync, skey)
 
     def _purge_sync(self, skey: str) -> None:
-        sfd = self._open_dir("sessions")
+        sfd = open_dir(self._root, "sessions")
         try:
             try:
                 st = os.stat(skey, dir_fd=sfd, follow_symlinks=False)
@@ -386,7 +345,7 @@ class LocalWorkspace(SearchableWorkspace):
                 self._index.drop_session(skey)  # before the files go
             doomed = f".purge-{uuid.uuid4().hex}"
             os.rename(skey, doomed, src_dir_fd=sfd, dst_dir_fd=sfd)
-            refs = self._read_in(("sessions", doomed), _REFS) or b""
+            refs = read_file(self._root, ("sessions", doomed), _REFS) or b""
             shutil.rmtree(doomed, dir_fd=sfd)
         finally:
             os.close(sfd)
@@ -396,10 +355,10 @@ class LocalWorkspace(SearchableWorkspace):
 
     def _collect(self, candidates: set[str]) -> None:
         """Delete the data files in ``candidates`` no remaining session references."""
-        ddfd = self._open_dir("data")
+        ddfd = open_dir(self._root, "data")
         try:
-            with _flocked(ddfd, fcntl.LOCK_EX):
-                sfd = self._open_dir("sessions")
+            with flocked(ddfd, fcntl.LOCK_EX):
+                sfd = open_dir(self._root, "sessions")
                 try:
                     keys = [
                         e.name
@@ -410,7 +369,7 @@ class LocalWorkspace(SearchableWorkspace):
                     os.close(sfd)
                 for key in keys:
                     try:
-                        raw = self._read_in(("sessions", key), _REFS)
+                        raw = read_file(self._root, ("sessions", key), _REFS)
                     except (UnsafePathError, FileNotFoundError):
                         continue
                     if raw:
@@ -440,7 +399,7 @@ class LocalWorkspace(SearchableWorkspace):
             if name == CONTEXT_FILE:
                 self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, b"")
             else:
-                body = self._read_in(("sessions", skey), name)
+                body = read_file(self._root, ("sessions", skey), name)
                 if body is not None:
                     index.tool_stored(skey, name, body)
         for skey in {k for k, n in indexed if (k, n) not in present}:
@@ -471,7 +430,7 @@ class LocalWorkspace(SearchableWorkspace):
         kept = []
         for hit in hits:  # never claim an item that is gone (removed behind our back)
             try:
-                dfd = self._open_dir("sessions", hit.skey)
+                dfd = open_dir(self._root, "sessions", hit.skey)
             except (FileNotFoundError, UnsafePathError):
                 continue
             try:
@@ -483,85 +442,3 @@ class LocalWorkspace(SearchableWorkspace):
             if stat.S_ISREG(st.st_mode):
                 kept.append(dataclasses.replace(hit, session_id=self._session_id(hit.skey)))
         return kept
-
-
-def _stat_entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:
-    """Names and stats in a directory; a temporary removed meanwhile is skipped."""
-    out = []
-    for entry in os.scandir(dir_fd):
-        try:
-            out.append((entry.name, entry.stat(follow_symlinks=False)))
-        except FileNotFoundError:
-            continue
-    return out
-
-
-def _mkdir(name: str, dir_fd: int) -> bool:
-    """Create directory ``name``; whether this call created it."""
-    try:
-        os.mkdir(name, _DIR_MODE, dir_fd=dir_fd)
-    except FileExistsError:
-        return False
-    return True
-
-
-def _make_private(fd: int, mode: int) -> None:
-    """Set ``mode`` exactly (the umask only ever removes bits from what ``open`` asked)."""
-    st = os.fstat(fd)
-    if stat.S_IMODE(st.st_mode) != mode and st.st_uid == os.geteuid():
-        os.fchmod(fd, mode)
-
-
-def _raise_unsafe(exc: OSError, where: str) -> None:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
-        raise UnsafePathError(
-            f"{where} is a symlink or special file inside the workspace; refusing to follow it"
-        ) from exc
-
-
-def _write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
-    fd = os.open(name, _NEW, _FILE_MODE, dir_fd=dir_fd)
-    try:
-        _make_private(fd, _FILE_MODE)
-        _write_all(fd, payload)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _repair_tail(fd: int, where: str) -> None:
-    """Cut a last line without newline (left by a crashed writer); caller holds the lock."""
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    end = size
-    keep = 0
-    while end > 0:
-        start = max(0, end - 65536)
-        pos = os.pread(fd, end - start, start).rfind(b"\n")
-        if pos != -1:
-            keep = start + pos + 1
-            break
-        end = start
-    os.ftruncate(fd, keep)
-    logger.warning("cut a torn last line (%d bytes) from %s", size - keep, where)
-
-
-@contextmanager
-def _flocked(dir_fd: int, op: int) -> Iterator[None]:
-    fd = os.open(
-        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd
-    )
-    try:
-        _make_private(fd, _FILE_MODE)
-        fcntl.flock(fd, op)
-        yield
-    finally:
-        os.close(fd)

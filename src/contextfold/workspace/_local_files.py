@@ -1,0 +1,186 @@
+"""Files under one root directory, confined and private.
+
+Every path is opened component by component with ``O_NOFOLLOW``, so a symlink or special
+file planted under the root raises ``UnsafePathError``; every file created is ``0600`` and
+every directory ``0700`` (set with ``fchmod``, so the umask does not matter). Also the
+writing primitives of ``LocalWorkspace``: whole writes, new files, a torn last line cut,
+``flock`` on a lock file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .._exceptions import UnsafePathError
+from .._logging import logger
+
+__all__ = [
+    "APPEND",
+    "DIRECTORY",
+    "DIR_MODE",
+    "FILE_MODE",
+    "READ",
+    "flocked",
+    "make_dir",
+    "make_private",
+    "open_dir",
+    "open_file",
+    "raise_unsafe",
+    "read_file",
+    "repair_tail",
+    "stat_entries",
+    "write_all",
+    "write_new",
+]
+
+# The flags of each open: a directory component, reading, appending, a new file.
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted in the workspace must not block open(); it is rejected after.
+READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
+DIR_MODE = 0o700
+
+
+def open_dir(root: str, *parts: str, create: bool = False) -> int:
+    """An fd of ``root/parts...``, each component opened without following symlinks."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            created = create and make_dir(part, fd)
+            try:
+                nfd = os.open(part, DIRECTORY, dir_fd=fd)
+            except OSError as exc:
+                raise_unsafe(exc, "/".join(parts))
+                raise
+            os.close(fd)
+            fd = nfd
+            if created:
+                make_private(fd, DIR_MODE)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
+    """An fd of the regular file ``name`` (``where`` in messages), not through a symlink;
+    created private when ``flags`` create it."""
+    try:
+        fd = os.open(name, flags, FILE_MODE, dir_fd=dir_fd)
+    except OSError as exc:
+        raise_unsafe(exc, where)
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{where} is not a regular file; refusing to use it")
+    if flags & os.O_CREAT:
+        make_private(fd, FILE_MODE)
+    return fd
+
+
+def read_file(root: str, parts: tuple[str, ...], name: str) -> bytes | None:
+    """The bytes of ``root/parts.../name``, ``None`` if it does not exist."""
+    try:
+        dfd = open_dir(root, *parts)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = open_file(dfd, name, READ, "/".join((*parts, name)))
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(dfd)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def stat_entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:
+    """Names and stats in a directory; a temporary removed meanwhile is skipped."""
+    out = []
+    for entry in os.scandir(dir_fd):
+        try:
+            out.append((entry.name, entry.stat(follow_symlinks=False)))
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def make_dir(name: str, dir_fd: int) -> bool:
+    """Create directory ``name``; whether this call created it."""
+    try:
+        os.mkdir(name, DIR_MODE, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    return True
+
+
+def make_private(fd: int, mode: int) -> None:
+    """Set ``mode`` exactly (the umask only ever removes bits from what ``open`` asked)."""
+    st = os.fstat(fd)
+    if stat.S_IMODE(st.st_mode) != mode and st.st_uid == os.geteuid():
+        os.fchmod(fd, mode)
+
+
+def raise_unsafe(exc: OSError, where: str) -> None:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+        raise UnsafePathError(
+            f"{where} is a symlink or special file inside the workspace; refusing to follow it"
+        ) from exc
+
+
+def write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
+    fd = os.open(name, _NEW, FILE_MODE, dir_fd=dir_fd)
+    try:
+        make_private(fd, FILE_MODE)
+        write_all(fd, payload)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(fd: int, where: str) -> None:
+    """Cut a last line without newline (left by a crashed writer); caller holds the lock."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    keep = 0
+    while end > 0:
+        start = max(0, end - 65536)
+        pos = os.pread(fd, end - start, start).rfind(b"\n")
+        if pos != -1:
+            keep = start + pos + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    logger.warning("cut a torn last line (%d bytes) from %s", size - keep, where)
+
+
+@contextmanager
+def flocked(dir_fd: int, op: int) -> Iterator[None]:
+    fd = os.open(
+        ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd
+    )
+    try:
+        make_private(fd, FILE_MODE)
+        fcntl.flock(fd, op)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,101 @@
+"""Session leases in PostgreSQL: one worker at a time per session, fenced by a token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._exceptions import LeaseLostError, SessionLeasedError
+from ._lease import LeaseHolder
+from ._names import encode_key
+from ._postgres_tables import Tables
+
+__all__ = ["PostgresLeases"]
+
+
+class PostgresLeases:
+    """The ``LeaseBackend`` of a ``PostgresWorkspace``: a row per session ever leased
+    (``{p}leases``) with a fencing token and an expiry in server time, and the check that
+    refuses a state write from anyone but the lease holder."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._tables = tables
+        self._held: dict[str, int] = {}
+        """Fencing tokens of the leases this instance was granted, by session key."""
+        self._lost: set[str] = set()
+        """Sessions whose lease this instance held until another worker took it over."""
+
+    async def _lease_try(self, session_id: str, owner: str, ttl: float) -> int | LeaseHolder:
+        skey = encode_key(session_id, what="session_id")
+        p = self._tables.p
+        pool = self._tables.ready()
+        token = await pool.fetchval(
+            f"INSERT INTO {p}leases AS l (skey, token, owner, expires_at) "
+            "VALUES ($1, 1, $2, clock_timestamp() + $3 * interval '1 second') "
+            "ON CONFLICT (skey) DO UPDATE SET token = l.token + 1, owner = EXCLUDED.owner, "
+            "expires_at = EXCLUDED.expires_at WHERE l.expires_at <= clock_timestamp() "
+            "RETURNING token",
+            skey,
+            owner,
+            float(ttl),
+        )
+        if token is not None:
+            self._held[skey] = int(token)
+            self._lost.discard(skey)
+            return int(token)
+        row = await pool.fetchrow(f"SELECT owner, expires_at FROM {p}leases WHERE skey = $1", skey)
+        if row is None:  # released and gone between the two statements: try again
+            return await self._lease_try(session_id, owner, ttl)
+        return LeaseHolder(owner=row["owner"], expires_at=row["expires_at"])
+
+    async def _lease_renew(self, session_id: str, token: int, ttl: float) -> bool:
+        skey = encode_key(session_id, what="session_id")
+        kept = await self._tables.ready().fetchval(
+            f"UPDATE {self._tables.p}leases SET expires_at = clock_timestamp() + $3 * interval "
+            "'1 second' WHERE skey = $1 AND token = $2 RETURNING 1",
+            skey,
+            token,
+            float(ttl),
+        )
+        if kept is None and self._held.get(skey) == token:
+            del self._held[skey]
+            self._lost.add(skey)  # a later save_state says the lease was lost, not just held
+        return kept is not None
+
+    async def _lease_release(self, session_id: str, token: int) -> None:
+        skey = encode_key(session_id, what="session_id")
+        if self._held.get(skey) == token:
+            del self._held[skey]
+        self._lost.discard(skey)
+        if self._tables.pool is not None:
+            await self._tables.pool.execute(
+                f"UPDATE {self._tables.p}leases SET expires_at = '-infinity' "
+                "WHERE skey = $1 AND token = $2",
+                skey,
+                token,
+            )
+
+    async def fence(self, con: Any, skey: str, session_id: str) -> None:
+        """Refuse a state write from anyone but the session's lease holder, if it has one.
+
+        ``FOR SHARE`` holds off a new grant until this transaction ends.
+        """
+        row = await con.fetchrow(
+            f"SELECT token, owner, expires_at, expires_at > clock_timestamp() AS live "
+            f"FROM {self._tables.p}leases WHERE skey = $1 FOR SHARE",
+            skey,
+        )
+        held = self._held.get(skey)
+        if row is None or row["token"] == held:
+            return
+        if held is not None or skey in self._lost:
+            raise LeaseLostError(
+                f"this worker's lease on session {session_id!r} was lost: it expired and "
+                f"{row['owner']} took the session over; stop running it here (its state "
+                "would overwrite the new worker's)"
+            )
+        if row["live"]:
+            raise SessionLeasedError(
+                f"session {session_id!r} is leased by another worker ({row['owner']}) until "
+                f"{row['expires_at']:%Y-%m-%d %H:%M:%S} UTC; only the lease holder may save "
+                "its state"
+            )
