@@ -60,52 +60,68 @@ WireTexts = list[tuple[list[str], int]]
 
 
 def openai_wire_texts(msg: Msg) -> WireTexts | None:
-    """The texts ``to_openai_messages([msg])`` would send: for each wire message its role,
-    content texts, each call's name and arguments, and how many tool calls it holds.
-    ``None`` for any shape but the common ones (plain text, an assistant's text and calls,
-    text-only tool results, no ``metadata["openai"]``).
+    """The texts ``to_openai_messages([msg])`` would send, without building the messages:
+    for each wire message its role, content texts, each call's name and arguments, and how
+    many tool calls it holds. ``None`` for any shape but the common ones (plain text,
+    an assistant's text and calls, text-only tool results, no ``metadata["openai"]``).
 
-    Read off the encoder's own messages, built for this call and not remembered (no copy
-    kept, none handed out): counting calls this on every new message, and for these
-    shapes a text list is all it needs.
+    Counting calls this on every new message; building the dicts cost as much as the rest
+    of a step. A property test holds it equal to the converter's output.
     """
-    if isinstance(msg.metadata.get(KEY), dict) or not _text_only(msg):
+    if isinstance(msg.metadata.get(KEY), dict):
         return None
-    try:
-        wire, _ = _one_to_openai(msg, 0, [])
-    except MessageFormatError:  # e.g. arguments that are not JSON
-        return None
-    out: WireTexts = []
-    for message in wire:
-        texts: list[str] = [message["role"]]
-        content = message.get("content")
-        if isinstance(content, str):
-            texts.append(content)
-        elif content is not None:
-            texts.extend(part["text"] for part in content)
-        calls = message.get("tool_calls", ())
-        for call in calls:
-            texts.append(call["function"]["name"])
-            texts.append(call["function"]["arguments"])
-        out.append((texts, len(calls)))
-    return out
-
-
-def _text_only(msg: Msg) -> bool:
-    """Whether ``msg`` is one of the shapes :func:`openai_wire_texts` takes: every wire
-    message it becomes carries text parts only, and an assistant leaves no hints."""
+    role = msg.role
     content = msg.content
     if isinstance(content, str):
-        return True
-    if msg.role == "assistant":
-        return all(isinstance(b, TextBlock | ToolCallBlock | ThinkingBlock) for b in content)
-    if content and isinstance(content[0], ToolResultBlock) and msg.role != "system":
-        return all(
-            isinstance(b, ToolResultBlock)
-            and (isinstance(b.output, str) or all(isinstance(p, TextBlock) for p in b.output))
-            for b in content
-        )
-    return all(isinstance(b, TextBlock | HintBlock) for b in content)
+        return [([role, content], 0)]
+    if role == "assistant":
+        texts: list[str] = ["assistant"]
+        calls: list[ToolCallBlock] = []
+        said: list[str] = []
+        for block in content:
+            if isinstance(block, TextBlock):
+                said.append(block.text)
+            elif isinstance(block, ToolCallBlock):
+                calls.append(block)
+            elif not isinstance(block, ThinkingBlock):
+                return None
+        if said or not calls:
+            texts.extend(said if len(said) > 1 else ["".join(said)])
+        try:
+            for call in calls:
+                texts.append(call.name)
+                texts.append(dump_arguments(call, index=0))
+        except MessageFormatError:
+            return None
+        return [(texts, len(calls))]
+    wire_role = "system" if role == "system" else "user"
+    if not content:
+        return [([wire_role, ""], 0)]
+    if isinstance(content[0], ToolResultBlock) and role != "system":
+        wire: WireTexts = []
+        for block in content:
+            if not isinstance(block, ToolResultBlock):
+                return None
+            output = block.output
+            if isinstance(output, str):
+                wire.append((["tool", output], 0))
+                continue
+            parts = ["tool"]
+            for part in output:
+                if not isinstance(part, TextBlock):
+                    return None
+                parts.append(part.text)
+            wire.append((parts, 0))
+        return wire
+    plain: list[str] = [wire_role]
+    for block in content:
+        if isinstance(block, TextBlock):
+            plain.append(block.text)
+        elif isinstance(block, HintBlock):
+            plain.append(wrap_hint(block.hint))
+        else:
+            return None
+    return [(plain, 0)]
 
 
 def to_openai_with_origins(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
