@@ -30,7 +30,7 @@ from contextfold.context import ContextUsage
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.middleware import Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
-from contextfold.model._local import KVCacheStats
+from contextfold.model._local_kvcache import KVCacheStats
 
 runner = CliRunner()
 

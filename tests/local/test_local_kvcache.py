@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from contextfold.message import Msg
 from contextfold.model import LocalChatModel, ResponseCompleted
-from contextfold.model._local import _PerfMark, _shared_prefix
+from contextfold.model._local_kvcache import PerfMark, shared_prefix
 from tests.sample_tools import SEARCH, WEATHER
 
 # Long enough that the shared prefix dominates the prompt (~480 tokens).
@@ -90,7 +90,7 @@ async def test_running_totals_include_structured_output(local_model: LocalChatMo
 
 
 def test_perf_counters_turn_into_the_unevaluated_prompt_tokens() -> None:
-    before, after = _PerfMark(decoded=1000, prompt_ms=0.0), _PerfMark(decoded=1025, prompt_ms=9.0)
+    before, after = PerfMark(decoded=1000, prompt_ms=0.0), PerfMark(decoded=1025, prompt_ms=9.0)
     # 25 tokens decoded: 5 sampled tokens fed back, so 20 prompt tokens evaluated.
     assert before.cached_tokens(after, prompt_tokens=100, n_tokens=105) == 80
 
@@ -101,12 +101,12 @@ def test_perf_counters_turn_into_the_unevaluated_prompt_tokens() -> None:
     sampled=st.integers(min_value=0, max_value=500),
 )
 def test_cached_tokens_stay_within_the_prompt(decoded: int, prompt: int, sampled: int) -> None:
-    before, after = _PerfMark(decoded=0, prompt_ms=0.0), _PerfMark(decoded=decoded, prompt_ms=0.0)
+    before, after = PerfMark(decoded=0, prompt_ms=0.0), PerfMark(decoded=decoded, prompt_ms=0.0)
     cached = before.cached_tokens(after, prompt_tokens=prompt, n_tokens=prompt + sampled)
     assert 0 <= cached <= prompt
 
 
 def test_shared_prefix_stops_at_the_first_difference() -> None:
-    assert _shared_prefix([1, 2, 3, 4], [1, 2, 9, 4]) == 2
-    assert _shared_prefix([1, 2], [1, 2, 3]) == 2
-    assert _shared_prefix([], [1]) == 0
+    assert shared_prefix([1, 2, 3, 4], [1, 2, 9, 4]) == 2
+    assert shared_prefix([1, 2], [1, 2, 3]) == 2
+    assert shared_prefix([], [1]) == 0

@@ -17,7 +17,8 @@ from contextfold.model import (
     TextDelta,
     ToolCallDelta,
 )
-from contextfold.model._local import _call_block, _Completion
+from contextfold.model._local_completion import Completion
+from contextfold.model._local_turn import call_block
 from tests.sample_tools import SEARCH, WEATHER
 
 QUESTION = [
@@ -90,9 +91,9 @@ async def test_a_grammar_retry_shows_the_answer_and_its_validation_error(
     answers = iter(['{"city": 3}', '{"city": "Rome"}'])
     prompts: list[str] = []
 
-    def complete(prompt: str, **options: object) -> _Completion:
+    def complete(prompt: str, **options: object) -> Completion:
         prompts.append(prompt)
-        return _Completion(text=next(answers))
+        return Completion(text=next(answers))
 
     monkeypatch.setattr(local_model, "_complete", complete)
     out = await local_model.structured_output(
@@ -111,8 +112,8 @@ async def test_a_raw_control_character_in_a_string_is_accepted(
     # the value is unambiguous, and a retry would add the answer to a prompt near the window.
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
-    def complete(prompt: str, **options: object) -> _Completion:
-        return _Completion(text='{"city": "Rome\tItaly\nEurope"}')
+    def complete(prompt: str, **options: object) -> Completion:
+        return Completion(text='{"city": "Rome\tItaly\nEurope"}')
 
     monkeypatch.setattr(local_model, "_complete", complete)
     out = await local_model.structured_output([Msg("user", "Where?", "user")], schema)
@@ -161,7 +162,7 @@ async def test_streamed_tool_call_arrives_as_deltas(local_model: LocalChatModel)
     [('{"city": "Par', "not JSON"), ('["Paris"]', "JSON list, not an object")],
 )
 def test_malformed_arguments_become_input_error(text: str, problem: str) -> None:
-    call = _call_block("call_x", "get_weather", text)
+    call = call_block("call_x", "get_weather", text)
     assert call.input == {}
     assert call.raw_input == text
     assert call.input_error is not None

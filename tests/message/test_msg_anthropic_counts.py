@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from contextfold._exceptions import MessageFormatError
 from contextfold.message import Msg, to_anthropic_request
-from contextfold.message._anthropic import to_anthropic_counted
+from contextfold.message._anthropic_encode import to_anthropic_counted
 
 from .strategies import msgs
 

@@ -11,7 +11,7 @@ import contextfold.model
 
 
 def test_kv_cache_stats_is_exported_next_to_local_chat_model() -> None:
-    from contextfold.model._local import KVCacheStats
+    from contextfold.model._local_kvcache import KVCacheStats
 
     assert "KVCacheStats" in contextfold.model.__all__
     assert contextfold.model.KVCacheStats is KVCacheStats

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from contextfold.context import SummarySchema
-from contextfold.model._local import bounded_strings
+from contextfold.model._local_grammar import bounded_strings
 
 
 def test_every_open_string_gets_an_even_share_of_the_room() -> None:

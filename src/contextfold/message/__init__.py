@@ -1,9 +1,8 @@
 """Messages as data: typed blocks, one JSON form, converters to provider formats
 (OpenAI, Anthropic, and the ChatML prompt of llama.cpp's ``chatml-function-calling``)."""
 
-from ._anthropic import (
-    from_anthropic_message,
-    from_anthropic_messages,
+from ._anthropic_decode import from_anthropic_message, from_anthropic_messages
+from ._anthropic_encode import (
     to_anthropic_request,
     to_anthropic_tool_choice,
     to_anthropic_tools,
@@ -46,9 +45,8 @@ from ._markers import (
     runtime_note,
 )
 from ._msg import Msg, Role, Usage, msgs_from_jsonl, msgs_to_jsonl
-from ._openai import (
-    from_openai_message,
-    from_openai_messages,
+from ._openai_decode import from_openai_message, from_openai_messages
+from ._openai_encode import (
     openai_wire_texts,
     to_openai_messages,
     to_openai_tool_choice,

@@ -35,7 +35,7 @@ from ._blocks import (
     ToolResultBlock,
 )
 from ._msg import Msg
-from ._openai import to_openai_messages, to_openai_tools
+from ._openai_encode import to_openai_messages, to_openai_tools
 from ._toolspec import ToolChoice, ToolSpec
 
 __all__ = [

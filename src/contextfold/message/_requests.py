@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._anthropic import to_anthropic_counted, to_anthropic_tool_choice, to_anthropic_tools
+from ._anthropic_encode import to_anthropic_counted, to_anthropic_tool_choice, to_anthropic_tools
 from ._markers import CACHE_POINT_KEY, Marker, marker_of
 from ._msg import Msg
-from ._openai import to_openai_messages, to_openai_tool_choice, to_openai_tools
+from ._openai_encode import to_openai_messages, to_openai_tool_choice, to_openai_tools
 from ._toolspec import ToolChoice, ToolSpec
 
 __all__ = ["anthropic_request", "openai_request"]

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._exceptions import MessageFormatError
-from ._anthropic import _to_anthropic
+from ._anthropic_encode import to_anthropic_with_origins
 from ._blocks import ToolCallBlock, ToolResultBlock
 from ._msg import Msg
-from ._openai import _to_openai
+from ._openai_encode import to_openai_with_origins
 
 __all__ = [
     "Provider",
@@ -62,10 +62,10 @@ def check_provider_valid(msgs: Sequence[Msg], *, provider: Provider) -> list[Val
         return problems
     try:
         if provider == "openai":
-            wire, origin = _to_openai(msgs)
+            wire, origin = to_openai_with_origins(msgs)
             found = check_openai_request(wire)
         else:
-            _, wire, origin, _ = _to_anthropic(msgs)
+            _, wire, origin, _ = to_anthropic_with_origins(msgs)
             found = check_anthropic_request(wire)
     except MessageFormatError as exc:
         return [ValidityProblem(_index_of(str(exc)), f"cannot be converted: {exc}")]

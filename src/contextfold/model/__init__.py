@@ -18,7 +18,8 @@ from ._scripted import ScriptedModel, ScriptedReply, ScriptedRequest, text_reply
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
-    from ._local import KVCacheStats, LocalChatModel
+    from ._local import LocalChatModel
+    from ._local_kvcache import KVCacheStats
     from ._openai import OpenAIChatModel
 
 # Adapters import their provider SDK, an optional extra: load them on first use.
@@ -26,7 +27,7 @@ _LAZY = {
     "OpenAIChatModel": "._openai",
     "AnthropicChatModel": "._anthropic",
     "LocalChatModel": "._local",
-    "KVCacheStats": "._local",
+    "KVCacheStats": "._local_kvcache",
 }
 
 

@@ -1,15 +1,11 @@
-"""Conversion to and from the OpenAI Chat Completions message format.
+"""Conversion to the OpenAI Chat Completions message format.
 
-One OpenAI message becomes one ``Msg``; a ``tool`` message becomes a user-role ``Msg``
-holding one ``ToolResultBlock``. Whatever our model does not express (content given as
-parts rather than a string, ``content: null``, image ``detail``, unknown keys) is kept in
-``Msg.metadata["openai"]`` so that converting back reproduces the original exactly.
-
-Going the other way, a user ``Msg`` that mixes tool results with other content becomes
-``tool`` messages followed by one user message. ``HintBlock`` is sent as user text wrapped
-in ``<system-reminder>``. Thinking blocks are dropped: Chat Completions has no field for them
+A user ``Msg`` that mixes tool results with other content becomes ``tool`` messages
+followed by one user message. ``HintBlock`` is sent as user text wrapped in
+``<system-reminder>``. Thinking blocks are dropped: Chat Completions has no field for them
 (and servers that return ``reasoning_content`` reject it when sent back).
 ``ToolResultBlock.is_error`` has no OpenAI field either; the result text is sent as is.
+What the decoder kept in ``Msg.metadata["openai"]`` is restored (see ``_openai_shapes``).
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Any
 
 from .._exceptions import MessageFormatError
 from ._blocks import (
-    Base64Source,
     ContentBlock,
     DataBlock,
     HintBlock,
@@ -30,296 +25,25 @@ from ._blocks import (
     URLSource,
 )
 from ._msg import Msg
+from ._openai_shapes import AUDIO_MEDIA, KEY, assistant_default_shape, default_shape
 from ._toolspec import ToolChoice, ToolSpec
 from ._wire import (
     as_dict,
     copy_wire,
     data_kind,
     dump_arguments,
-    expect_dict,
-    expect_list,
-    expect_str,
     fail,
-    image_media_type,
-    json_type,
-    parse_arguments,
     split_data_url,
     wrap_hint,
 )
 
 __all__ = [
-    "from_openai_message",
-    "from_openai_messages",
     "openai_wire_texts",
     "to_openai_messages",
     "to_openai_tool_choice",
     "to_openai_tools",
+    "to_openai_with_origins",
 ]
-
-_KEY = "openai"
-_KNOWN = {
-    "system": {"role", "content", "name"},
-    "developer": {"role", "content", "name"},
-    "user": {"role", "content", "name"},
-    "assistant": {"role", "content", "name", "tool_calls", "reasoning_content"},
-    "tool": {"role", "content", "name", "tool_call_id"},
-}
-_AUDIO_FORMATS = {"mp3": "audio/mpeg", "wav": "audio/wav"}
-_AUDIO_MEDIA = {v: k for k, v in _AUDIO_FORMATS.items()}
-
-
-# ----------------------------------------------------------------------------- from OpenAI
-
-
-def from_openai_messages(messages: Sequence[Any], *, strict: bool = True) -> list[Msg]:
-    """Convert a stored OpenAI message list to ``Msg`` objects.
-
-    ``strict`` (the default, for histories) raises ``MessageFormatError`` on tool-call
-    arguments that are not a JSON object; with ``strict=False`` such calls get
-    ``input={}`` and ``input_error`` instead.
-    """
-    if not isinstance(messages, list | tuple):
-        raise MessageFormatError(f"expected a list of messages, got {json_type(messages)}")
-    call_names: dict[str, str] = {}
-    return [_from_one(m, i, strict=strict, call_names=call_names) for i, m in enumerate(messages)]
-
-
-def from_openai_message(message: Any, *, strict: bool = False) -> Msg:
-    """Convert one message, typically a model's answer (``choices[0].message``).
-
-    Not strict by default: arguments that are not a JSON object do not raise but set
-    ``ToolCallBlock.input_error`` so the agent can answer with an error result.
-    """
-    return _from_one(message, 0, strict=strict, call_names={})
-
-
-def _from_one(raw: Any, i: int, *, strict: bool, call_names: dict[str, str]) -> Msg:
-    d = expect_dict(raw, i, "")
-    role = d.get("role")
-    if not isinstance(role, str) or role not in _KNOWN:
-        fail(i, "role", f"must be one of {sorted(_KNOWN)}, got {role!r}")
-    meta: dict[str, Any] = {}
-    extra = {k: v for k, v in d.items() if k not in _KNOWN[role]}
-    name: str | None = None
-    if "name" in d:
-        name = expect_str(d["name"], i, "name")
-        meta["name"] = name
-    if role == "assistant":
-        msg = _assistant_from(d, i, meta, extra, strict=strict, call_names=call_names)
-    elif role == "tool":
-        msg = _tool_from(d, i, meta, call_names=call_names)
-    else:
-        if role == "developer":
-            meta["role"] = "developer"
-        msg_role = "user" if role == "user" else "system"
-        content = _content_from(d, i, meta, allowed=("text", "image_url", "input_audio", "file"))
-        if isinstance(content, list) and _default_shape(content) == "string":
-            meta["content"] = "parts"
-        msg = Msg(name or msg_role, content, msg_role)
-    if extra:
-        meta["extra"] = extra
-    if meta:
-        msg.metadata[_KEY] = meta
-    return msg
-
-
-def _content_from(
-    d: dict[str, Any], i: int, meta: dict[str, Any], *, allowed: tuple[str, ...]
-) -> str | list[ContentBlock]:
-    """``content`` as a string or blocks; absent and null become ``[]`` (shape recorded)."""
-    if "content" not in d:
-        meta["content"] = "absent"
-        return []
-    content = d["content"]
-    if content is None:
-        meta["content"] = "null"
-        return []
-    if isinstance(content, str):
-        return content
-    parts = expect_list(content, i, "content")
-    blocks: list[ContentBlock] = []
-    for j, part in enumerate(parts):
-        blocks.append(_part_from(part, i, j, meta, allowed=allowed, block_index=j))
-    return blocks
-
-
-def _part_from(
-    part: Any,
-    i: int,
-    j: int,
-    meta: dict[str, Any],
-    *,
-    allowed: tuple[str, ...],
-    block_index: int,
-) -> TextBlock | DataBlock:
-    field = f"content[{j}]"
-    p = expect_dict(part, i, field)
-    kind = p.get("type")
-    if kind not in allowed:
-        fail(i, f"{field}.type", f"must be one of {list(allowed)}, got {kind!r}")
-    block: TextBlock | DataBlock
-    inner: dict[str, Any] = {}
-    if kind == "text":
-        block = TextBlock(text=expect_str(p.get("text"), i, f"{field}.text"))
-        outer = _rest(p, "type", "text")
-    elif kind == "refusal":
-        block = TextBlock(text=expect_str(p.get("refusal"), i, f"{field}.refusal"))
-        outer = _rest(p, "type", "refusal")
-        _part_meta(meta, block_index)["refusal"] = True
-    elif kind == "image_url":
-        img = expect_dict(p.get("image_url"), i, f"{field}.image_url")
-        url = expect_str(img.get("url"), i, f"{field}.image_url.url")
-        block = DataBlock(source=_source_from_url(url))
-        outer, inner = _rest(p, "type", "image_url"), _rest(img, "url")
-    elif kind == "input_audio":
-        audio = expect_dict(p.get("input_audio"), i, f"{field}.input_audio")
-        data = expect_str(audio.get("data"), i, f"{field}.input_audio.data")
-        fmt = expect_str(audio.get("format"), i, f"{field}.input_audio.format")
-        media = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}")
-        block = DataBlock(source=Base64Source(media_type=media, data=data))
-        outer, inner = _rest(p, "type", "input_audio"), _rest(audio, "data", "format")
-    else:  # file
-        f = expect_dict(p.get("file"), i, f"{field}.file")
-        if "file_data" not in f:
-            fail(i, f"{field}.file", "needs file_data (a data: URL); file_id is not supported")
-        url = expect_str(f["file_data"], i, f"{field}.file.file_data")
-        split = split_data_url(url)
-        if split is None:
-            fail(i, f"{field}.file.file_data", "must be a data:<type>;base64,<data> URL")
-        filename = f.get("filename")
-        if filename is not None:
-            expect_str(filename, i, f"{field}.file.filename")
-        block = DataBlock(source=Base64Source(media_type=split[0], data=split[1]), name=filename)
-        outer, inner = _rest(p, "type", "file"), _rest(f, "file_data", "filename")
-    if outer:
-        _part_meta(meta, block_index)["outer"] = outer
-    if inner:
-        _part_meta(meta, block_index)["inner"] = inner
-    return block
-
-
-def _rest(d: dict[str, Any], *known: str) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in known}
-
-
-def _part_meta(meta: dict[str, Any], block_index: int) -> dict[str, Any]:
-    parts: dict[str, Any] = meta.setdefault("parts", {})
-    entry: dict[str, Any] = parts.setdefault(str(block_index), {})
-    return entry
-
-
-def _source_from_url(url: str) -> Base64Source | URLSource:
-    split = split_data_url(url)
-    if split is not None:
-        return Base64Source(media_type=split[0], data=split[1])
-    if url.startswith("data:"):
-        media = url[5:].split(",", 1)[0].split(";", 1)[0]
-        return URLSource(url=url, media_type=media if media.startswith("image/") else "image/*")
-    return URLSource(url=url, media_type=image_media_type(url))
-
-
-def _assistant_from(
-    d: dict[str, Any],
-    i: int,
-    meta: dict[str, Any],
-    extra: dict[str, Any],
-    *,
-    strict: bool,
-    call_names: dict[str, str],
-) -> Msg:
-    blocks: list[ContentBlock] = []
-    reasoning = d.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        blocks.append(ThinkingBlock(thinking=reasoning))
-    elif "reasoning_content" in d:
-        extra["reasoning_content"] = reasoning
-    offset = len(blocks)
-    shape_meta: dict[str, Any] = {}
-    content = _content_from(d, i, shape_meta, allowed=("text", "refusal"))
-    # part indices were recorded relative to the content list; shift them past thinking
-    if "parts" in shape_meta:
-        meta["parts"] = {str(int(k) + offset): v for k, v in shape_meta["parts"].items()}
-    if isinstance(content, str):
-        if content or "tool_calls" not in d:
-            blocks.append(TextBlock(text=content))
-        if not content:
-            shape_meta["content"] = "string"
-    else:
-        blocks.extend(content)
-        if "content" not in shape_meta:
-            shape_meta["content"] = "parts"
-    calls = d.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        for k, call in enumerate(calls):
-            blocks.append(_call_from(call, i, k, meta, strict=strict))
-        for b in blocks:
-            if isinstance(b, ToolCallBlock):
-                call_names[b.id] = b.name
-    elif "tool_calls" in d:
-        if calls is not None and not isinstance(calls, list):
-            fail(i, "tool_calls", f"must be an array, got {json_type(calls)}")
-        extra["tool_calls"] = calls
-    has_calls = any(isinstance(b, ToolCallBlock) for b in blocks)
-    texts = [b for b in blocks if isinstance(b, TextBlock)]
-    shape = shape_meta.get("content")
-    if shape is not None and shape != _assistant_default_shape(texts, has_calls=has_calls):
-        meta["content"] = shape
-    name = meta.get("name", "assistant")
-    if not has_calls and offset == 0 and isinstance(content, str):
-        return Msg(name, content, "assistant")
-    return Msg(name, blocks, "assistant")
-
-
-def _call_from(call: Any, i: int, k: int, meta: dict[str, Any], *, strict: bool) -> ToolCallBlock:
-    field = f"tool_calls[{k}]"
-    c = expect_dict(call, i, field)
-    call_meta: dict[str, Any] = {}
-    if "type" not in c:
-        call_meta["no_type"] = True
-    elif c["type"] != "function":
-        fail(i, f"{field}.type", f"must be 'function', got {c['type']!r}")
-    call_id = expect_str(c.get("id"), i, f"{field}.id")
-    fn = expect_dict(c.get("function"), i, f"{field}.function")
-    name = expect_str(fn.get("name"), i, f"{field}.function.name")
-    args = fn.get("arguments")
-    afield = f"{field}.function.arguments"
-    if isinstance(args, dict) and not strict:
-        block = ToolCallBlock(id=call_id, name=name, input=args)
-    else:
-        raw = expect_str(args, i, afield)
-        value, error = parse_arguments(raw, strict=strict, index=i, field=afield)
-        block = ToolCallBlock(id=call_id, name=name, input=value, raw_input=raw, input_error=error)
-    outer, inner = _rest(c, "type", "id", "function"), _rest(fn, "name", "arguments")
-    if outer:
-        call_meta["outer"] = outer
-    if inner:
-        call_meta["inner"] = inner
-    if call_meta:
-        meta.setdefault("calls", {})[str(k)] = call_meta
-    return block
-
-
-def _tool_from(
-    d: dict[str, Any], i: int, meta: dict[str, Any], *, call_names: dict[str, str]
-) -> Msg:
-    call_id = expect_str(d.get("tool_call_id"), i, "tool_call_id")
-    content = d.get("content")
-    output: str | list[Any]
-    if isinstance(content, str):
-        output = content
-    elif isinstance(content, list):
-        output = [
-            _part_from(p, i, j, meta, allowed=("text",), block_index=j)
-            for j, p in enumerate(content)
-        ]
-    else:
-        fail(i, "content", f"must be a string or an array of text parts, got {json_type(content)}")
-    name = meta.get("name") or call_names.get(call_id, "")
-    block = ToolResultBlock(id=call_id, name=name, output=output)
-    return Msg("tool", [block], "user")
-
-
-# ------------------------------------------------------------------------------- to OpenAI
 
 
 def to_openai_messages(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
@@ -328,7 +52,7 @@ def to_openai_messages(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     Raises ``MessageFormatError`` for content OpenAI cannot carry (a tool call in a user
     message, an image in an assistant message, audio by URL, video).
     """
-    return _to_openai(msgs)[0]
+    return to_openai_with_origins(msgs)[0]
 
 
 WireTexts = list[tuple[list[str], int]]
@@ -344,7 +68,7 @@ def openai_wire_texts(msg: Msg) -> WireTexts | None:
     Counting calls this on every new message; building the dicts cost as much as the rest
     of a step. A property test holds it equal to the converter's output.
     """
-    if isinstance(msg.metadata.get(_KEY), dict):
+    if isinstance(msg.metadata.get(KEY), dict):
         return None
     role = msg.role
     content = msg.content
@@ -400,7 +124,7 @@ def openai_wire_texts(msg: Msg) -> WireTexts | None:
     return [(plain, 0)]
 
 
-def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
+def to_openai_with_origins(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
     """The messages plus, for each, the index of the ``Msg`` it came from.
 
     Each message's wire form is built once and remembered on it (:meth:`Msg.cache_wire`):
@@ -424,13 +148,13 @@ def _to_openai(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int]]:
         if msg.role != "user":
             flush()
         carries_hints = bool(pending)  # then its form is this request's alone
-        remembered: _Remembered | None = None if carries_hints else msg.cached_wire(_KEY)
+        remembered: _Remembered | None = None if carries_hints else msg.cached_wire(KEY)
         if remembered is not None:
             wire, hints = copy_wire(remembered[0]), remembered[1]
         else:
             wire, hints = _one_to_openai(msg, i, pending)
             if not carries_hints:
-                msg.cache_wire(_KEY, (copy_wire(wire), hints))
+                msg.cache_wire(KEY, (copy_wire(wire), hints))
         out.extend(wire)
         origin.extend([i] * len(wire))
         pending.extend((i, h) for h in hints)
@@ -479,7 +203,7 @@ def _one_to_openai(
 
 
 def _meta(msg: Msg) -> dict[str, Any]:
-    meta = msg.metadata.get(_KEY)
+    meta = msg.metadata.get(KEY)
     return meta if isinstance(meta, dict) else {}
 
 
@@ -496,21 +220,6 @@ def _prepend_text(content: Any, texts: list[str]) -> Any:
     return parts + list(content)
 
 
-def _default_shape(blocks: Sequence[ContentBlock]) -> str:
-    """How user/system content is sent by default: one text block as a string."""
-    if not blocks:
-        return "string"
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock | HintBlock):
-        return "string"
-    return "parts"
-
-
-def _assistant_default_shape(texts: list[TextBlock], *, has_calls: bool) -> str:
-    if not texts:
-        return "null" if has_calls else "string"
-    return "string" if len(texts) == 1 else "parts"
-
-
 def _with_extra(d: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     extra = meta.get("extra")
     if isinstance(extra, dict):
@@ -525,9 +234,9 @@ def _plain_to(msg: Msg, i: int, meta: dict[str, Any], role: str) -> dict[str, An
         shape = "string"
     else:
         blocks = [b for b in msg.content if not isinstance(b, ThinkingBlock)]
-        shape = meta.get("content") or _default_shape(blocks)
+        shape = meta.get("content") or default_shape(blocks)
         if shape in ("absent", "null") and blocks:
-            shape = _default_shape(blocks)
+            shape = default_shape(blocks)
         if shape == "string" and all(isinstance(b, TextBlock | HintBlock) for b in blocks):
             content = "\n".join(_block_text(b) for b in blocks)
         else:
@@ -601,7 +310,7 @@ def _data_to(block: DataBlock, i: int, j: int, inner: dict[str, Any]) -> dict[st
     if kind == "audio":
         if split is None:
             fail(i, f"content[{j}]", "is audio by URL; OpenAI accepts audio only inline (base64)")
-        fmt = _AUDIO_MEDIA.get(split[0], split[0].removeprefix("audio/"))
+        fmt = AUDIO_MEDIA.get(split[0], split[0].removeprefix("audio/"))
         return {"type": "input_audio", "input_audio": {**inner, "data": split[1], "format": fmt}}
     if kind == "video":
         fail(i, f"content[{j}]", "is video, which OpenAI Chat Completions does not accept")
@@ -627,7 +336,7 @@ def _assistant_to(msg: Msg, i: int, meta: dict[str, Any]) -> dict[str, Any]:
     if shape not in ("string", "parts", "null", "absent") or (
         shape in ("null", "absent") and texts
     ):
-        shape = _assistant_default_shape(texts, has_calls=bool(calls))
+        shape = assistant_default_shape(texts, has_calls=bool(calls))
     if isinstance(msg.content, str) and shape == "parts":
         shape = "string"
     if shape == "string":

@@ -1,0 +1,87 @@
+"""The llama.cpp grammars the embedded model decodes under, built once per shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._logging import logger
+from ..message import ToolSpec
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+__all__ = ["GrammarCache", "bounded_strings"]
+
+
+class GrammarCache:
+    """Grammars by their source text: compiling one costs more than a short completion."""
+
+    def __init__(self) -> None:
+        self._grammars: dict[str, LlamaGrammar] = {}
+
+    def _grammar(self, key: str, build: Callable[[], LlamaGrammar]) -> LlamaGrammar:
+        if key not in self._grammars:
+            self._grammars[key] = build()
+        return self._grammars[key]
+
+    def schema(self, schema: dict[str, Any]) -> LlamaGrammar:
+        """JSON matching ``schema``, or any JSON when llama.cpp cannot express it."""
+        from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+        # In the schema's own order: properties are written in that order, so a later
+        # field's allowed values can depend on an earlier one (through ``anyOf``).
+        text = json.dumps(schema)
+
+        def build() -> LlamaGrammar:
+            try:
+                return LlamaGrammar.from_json_schema(text, verbose=False)
+            except Exception as exc:  # llama.cpp cannot express every schema as a grammar
+                logger.info("schema not expressible as a grammar (%s); using plain JSON", exc)
+                return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+
+        return self._grammar("schema:" + text, build)
+
+    def choice(self, tools: Sequence[ToolSpec], *, allow_message: bool) -> LlamaGrammar:
+        """``functions.<name>:`` for one of ``tools``, or ``message:`` if allowed."""
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        options = [json.dumps(f"functions.{t.name}:") for t in tools]
+        if allow_message:
+            options.append(json.dumps("message:"))
+        rule = "root ::= " + " | ".join(options)
+        return self._grammar(rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+
+
+_CHARS_PER_TOKEN = 3
+"""A conservative ratio for SmolLM2's tokenizer on prose (3.7 measured on English)."""
+
+
+def bounded_strings(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``schema`` with a ``maxLength`` on each string property of its top-level object
+    that has none, so the whole object fits ``max_tokens`` and the grammar closes it.
+
+    Without a bound the small model can run one field on until the answer is cut, and
+    the cut JSON is no answer at all (the demo's summary failed on two seeds of four).
+    The room is shared evenly after the object's own keys and punctuation; a field is
+    never bounded below 16 characters.
+    """
+    properties = schema.get("properties")
+    if schema.get("type", "object") != "object" or not isinstance(properties, dict):
+        return schema
+    open_strings = [
+        name
+        for name, spec in properties.items()
+        if isinstance(spec, dict) and spec.get("type") == "string" and "maxLength" not in spec
+    ]
+    if not open_strings:
+        return schema
+    skeleton = len(json.dumps(dict.fromkeys(properties, ""), ensure_ascii=False))
+    room = max_tokens * _CHARS_PER_TOKEN - skeleton
+    each = max(16, room // len(open_strings))
+    bounded = {
+        name: {**spec, "maxLength": each} if name in open_strings else spec
+        for name, spec in properties.items()
+    }
+    return {**schema, "properties": bounded}
