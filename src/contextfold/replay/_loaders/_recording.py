@@ -58,10 +58,12 @@ class Recording:
 
     @property
     def kind(self) -> RecordingKind:
+        """``jsonl`` for a ``.jsonl`` file, else ``json``."""
         return "jsonl" if self.path.suffix == ".jsonl" else "json"
 
     @cached_property
     def text(self) -> str:
+        """The content, as UTF-8 (a file that is not raises ``UnicodeDecodeError``)."""
         return self._given if self._given is not None else self.path.read_text(encoding="utf-8")
 
     @cached_property
