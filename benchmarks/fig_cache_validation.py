@@ -307,20 +307,21 @@ def _claude_times(rows: list[dict[str, Any]]) -> list[float]:
     return times
 
 
-def _codex_times(path: Path, rows: list[dict[str, Any]]) -> list[float]:
+def _codex_times(path: Path, lines: list[str]) -> list[float]:
     """The time of the ``token_count`` event that gave each assistant message its usage,
-    found by loading the rollout up to each such event with ``load_codex`` itself."""
-    from contextfold.replay._formats import load_codex
+    found by loading the rollout up to each such event with the Codex loader itself."""
+    from contextfold.replay import FORMATS, Recording
 
     times: list[float] = []
-    for k, row in enumerate(rows):
+    for k, line in enumerate(lines):
+        row = json.loads(line)
         payload = row.get("payload")
         if row.get("type") != "event_msg" or not isinstance(payload, dict):
             continue
         if payload.get("type") != "token_count":
             continue
-        _, msgs = load_codex(path, rows[: k + 1])
-        if sum(m.usage is not None for m in msgs if m.role == "assistant") > len(times):
+        (run,) = FORMATS["codex"].load(Recording(path, "\n".join(lines[: k + 1])))
+        if sum(m.usage is not None for m in run.messages if m.role == "assistant") > len(times):
             times.append(_seconds(row["timestamp"]))
     return times
 
@@ -332,10 +333,13 @@ def load_sessions(root: Path) -> list[Session]:
     sessions = []
     for folder in sorted(root.glob("claude-code-*")) + sorted(root.glob("codex-*")):
         for path in sorted(folder.rglob("*.jsonl")):
-            rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
+            lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x]
             (run,) = load_any(path)
             agent = "codex" if run.format == "codex" else "claude-code"
-            times = _codex_times(path, rows) if agent == "codex" else _claude_times(rows)
+            if agent == "codex":
+                times = _codex_times(path, lines)
+            else:
+                times = _claude_times([json.loads(x) for x in lines])
             assistants = [m for m in run.messages if m.role == "assistant"]
             if agent == "claude-code" and len(times) != len(assistants):
                 raise RuntimeError(f"{path}: {len(times)} times for {len(assistants)} answers")

@@ -1,17 +1,21 @@
-"""Agent: the ReAct loop the context engine lives in."""
+"""Agent: the ReAct loop the context engine lives in.
+
+This module holds its public API and wires its parts: the loop (``_loop``), tool execution
+(``_tools``), holding a session (``_session``) and streaming (``_stream``). Every middleware
+hook is entered here, with the agent itself as the context's ``agent``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ContextWindowExceededError, EmptyResponseError
+from .._exceptions import ContextWindowExceededError
 from .._logging import logger
 from ..context import (
     CompressionEvent,
@@ -24,15 +28,7 @@ from ..context import (
     ModelSummarizer,
     Summarizer,
 )
-from ..message import (
-    READBACK_KEY,
-    HintBlock,
-    Msg,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSpec,
-)
+from ..message import HintBlock, Msg, ToolCallBlock, ToolResultBlock, ToolSpec
 from ..middleware import (
     CompressionContext,
     Middleware,
@@ -41,60 +37,20 @@ from ..middleware import (
     ReplyContext,
     ToolCallContext,
 )
-from ..model import (
-    ChatModelBase,
-    ChatResponse,
-    ResponseCompleted,
-    TextDelta,
-    ThinkingDelta,
-)
-from ..tool import (
-    FunctionTool,
-    Skill,
-    SpecCache,
-    Tool,
-    Toolkit,
-    error_result,
-    load_skills,
-    readback_tools,
-    run_tool,
-    skills_prompt,
-)
-from ..workspace import (
-    Lease,
-    LocalWorkspace,
-    MemoryWorkspace,
-    Offloader,
-    SessionLease,
-    SessionStore,
-    WorkspaceReader,
-)
+from ..model import ChatModelBase, ChatResponse
+from ..tool import Skill, Toolkit, load_skills, skills_prompt
+from ..workspace import LocalWorkspace, MemoryWorkspace, Offloader, SessionStore, WorkspaceReader
 from ._compress_tool import CompressContextTool
-from ._events import (
-    AgentEvent,
-    ContextChangeEvent,
-    ReplyEvent,
-    TextDeltaEvent,
-    ThinkingDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
+from ._events import AgentEvent, ContextChangeEvent
+from ._loop import Loop, as_msgs
 from ._permissions import Permissions
+from ._session import Checkpoints, session_store, take_lease
 from ._state import AgentState
+from ._stream import EventSink, generate
 from ._tasks import TaskList
+from ._tools import BuiltinTools, run_calls
 
 __all__ = ["Agent"]
-
-_Sink = Callable[[AgentEvent], None]
-_CHARS_PER_TOKEN = 2
-"""A low estimate of characters per token (numbered log lines measure ~2.6 with the OpenAI
-tokenizer, prose ~5), so a Read sized by it rarely exceeds the limit."""
-# The event sinks of the streams running in this context, by agent: set by
-# ``Agent.stream`` and inherited by the tasks it spawns (parallel tool calls), so an agent
-# run inside another agent's stream (as a tool, say) finds no sink of its own there.
-_SINKS: ContextVar[Mapping[object, _Sink] | None] = ContextVar(
-    "contextfold_agent_sinks", default=None
-)
 
 
 class Agent:
@@ -171,19 +127,16 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.tasks = TaskList()
         self.session_id = session_id or uuid.uuid4().hex
-        self._builtin: dict[str, Tool] = {}
-        # The read-back tool objects (by identity), whose results are marked for the engine.
-        self._readback_tools: list[Tool] = []
-        self._builtin_specs = SpecCache()
+        self._builtin = BuiltinTools()
         # Skills read once per reply (None outside a reply: read on each access).
         self._reply_skills: list[Skill] | None = None
         self._readback = readback_tools and isinstance(offloader, WorkspaceReader)
         self._add_readback_tools(config)
         if tasks_enabled:
-            self._builtin.update((t.name, t) for t in self.tasks.tools())
+            for task_tool in self.tasks.tools():
+                self._builtin.add(task_tool)
         if config.compression_tool_enabled:
-            tool = CompressContextTool(self._compress_by_tool)
-            self._builtin[tool.name] = tool
+            self._builtin.add(CompressContextTool(self._compress_by_tool))
         if summarizer is None:
             summarizer = model
         self._engine = ContextEngine(
@@ -198,12 +151,11 @@ class Agent:
             on_event=self._on_context_event,
             compression_hook=self._compression_hook,
         )
-        self._sink_key = object()
+        self._events = EventSink()
         self._lock = asyncio.Lock()
-        # Set while a session is held (hold_session): the state is saved there every step,
-        # and the lease (if any) is checked before each tool call and save.
-        self._checkpoints: SessionStore | None = None
-        self._lease: Lease | None = None
+        # Set while a session is held (hold_session).
+        self._checkpoints = Checkpoints(lambda store: self.save_session(store))
+        self._loop = Loop(self._engine, self._reason, self._act, self._checkpoints, self._events)
 
     # ----------------------------------------------------------------- properties
 
@@ -278,11 +230,13 @@ class Agent:
 
     async def save_session(self, store: SessionStore | None = None) -> None:
         """Save :attr:`state` as JSON to ``store`` (default: the offloader, if it is one)."""
-        await self._session_store(store).save_state(self.session_id, self.state.model_dump_json())
+        await session_store(self.offloader, store).save_state(
+            self.session_id, self.state.model_dump_json()
+        )
 
     async def resume_session(self, session_id: str, store: SessionStore | None = None) -> bool:
         """Load the state saved for ``session_id``; False (nothing changed) if there is none."""
-        saved = await self._session_store(store).load_state(session_id)
+        saved = await session_store(self.offloader, store).load_state(session_id)
         if saved is None:
             return False
         self.load_state(saved)
@@ -316,20 +270,15 @@ class Agent:
                 elif agent.awaiting_reply:  # the last worker died mid-reply
                     await agent.reply()
         """
-        store = self._session_store(store)
+        store = session_store(self.offloader, store)
         sid = session_id or self.session_id
-        lease = None
-        if isinstance(store, SessionLease):
-            lease = await store.acquire_lease(sid, ttl=lease_ttl, wait=wait)
+        lease = await take_lease(store, sid, ttl=lease_ttl, wait=wait)
         try:
             resumed = await self.resume_session(sid, store)
             if not resumed:
                 self._use_session(sid)
-            self._checkpoints, self._lease = store, lease
-            try:
+            with self._checkpoints.held(store, lease):
                 yield resumed
-            finally:
-                self._checkpoints = self._lease = None
             if lease is not None:
                 lease.check()
             await self.save_session(store)
@@ -337,40 +286,10 @@ class Agent:
             if lease is not None:
                 await lease.release()
 
-    async def _checkpoint(self) -> None:
-        if self._lease is not None:
-            self._lease.check()
-        if self._checkpoints is not None:
-            await self.save_session(self._checkpoints)
-
-    def _session_store(self, store: SessionStore | None) -> SessionStore:
-        if store is not None:
-            return store
-        if isinstance(self.offloader, SessionStore):
-            return self.offloader
-        raise ValueError(
-            "no session store: pass store=..., or use a workspace (e.g. LocalWorkspace) "
-            "as the offloader"
-        )
-
     def _add_readback_tools(self, config: ContextConfig) -> None:
         # Scoped to the current session, so they are rebuilt when a session is loaded.
         if self._readback and isinstance(self.offloader, WorkspaceReader):
-            # Read stops early so its result usually fits tool_result_limit (at ~2
-            # characters per token) and points at the next offset instead of being cut.
-            funcs = readback_tools(
-                self.offloader,
-                session_id=self.session_id,
-                max_chars=config.tool_result_limit * _CHARS_PER_TOKEN,
-            )
-            self._readback_tools = []
-            for func in funcs:
-                tool = FunctionTool(func)
-                replaced = self._builtin.get(tool.name)
-                if replaced is not None:
-                    self._builtin_specs.forget(replaced)
-                self._builtin[tool.name] = tool
-                self._readback_tools.append(tool)
+            self._builtin.add_readback(self.offloader, self.session_id, config.tool_result_limit)
 
     @classmethod
     def from_state(cls, state: AgentState | str | bytes, **kwargs: Any) -> Agent:
@@ -396,7 +315,7 @@ class Agent:
         says so (``metadata["stop_reason"] == "max_iters"``) instead of raising.
         """
         async with self._lock:
-            ctx = ReplyContext(agent=self, msg=_as_msgs(msg))
+            ctx = ReplyContext(agent=self, msg=as_msgs(msg))
             return await self.middleware.wrap("on_reply", ctx, self._reply_core)
 
     def __call__(self, msg: Msg | Sequence[Msg] | str | None = None) -> Awaitable[Msg]:
@@ -410,26 +329,10 @@ class Agent:
 
         Closing the iterator early cancels the reply.
         """
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-
-        async def run() -> None:
-            _SINKS.set({**(_SINKS.get() or {}), self._sink_key: queue.put_nowait})
-            try:
-                final = await self.reply(msg)
-                queue.put_nowait(ReplyEvent(agent=self.name, msg=final))
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(run())
-        try:
-            while (event := await queue.get()) is not None:
+        events = self._events.stream(self.name, lambda: self.reply(msg))
+        async with contextlib.aclosing(events):
+            async for event in events:
                 yield event
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     async def compress_context(
         self,
@@ -456,70 +359,18 @@ class Agent:
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model: built-ins, then the toolkit's."""
-        specs = [self._builtin_specs.get(t) for t in self._builtin.values()]
-        specs += [s for s in self.toolkit.specs() if s.name not in self._builtin]
-        return specs
+        return self._builtin.specs(self.toolkit)
 
-    # ----------------------------------------------------------------- the loop
+    # ----------------------------------------------------------------- the loop's steps
 
     async def _reply_core(self, ctx: ReplyContext) -> Msg:
         self._reply_skills = self._load_skills()
         try:
-            return await self._loop(ctx)
+            return await self._loop.run(
+                as_msgs(ctx.msg) or [], name=self.name, max_iters=self.max_iters
+            )
         finally:
             self._reply_skills = None
-
-    async def _loop(self, ctx: ReplyContext) -> Msg:
-        incoming = _as_msgs(ctx.msg) or []
-        for msg in incoming:
-            self._engine.append(msg)
-        if incoming:
-            await self._checkpoint()
-        for step in range(self.max_iters):
-            response = await self._reason(step)
-            assistant = response.to_msg(self.name)
-            self._engine.append(assistant)
-            calls = assistant.tool_calls
-            if not calls:
-                await self._checkpoint()
-                return assistant
-            # Events are built only for a stream listening: a plain reply skips them.
-            sink = self._sink()
-            if sink is not None:
-                for call in calls:
-                    sink(ToolCallEvent(agent=self.name, call=call, step=step))
-            try:
-                if self._lease is not None:
-                    self._lease.check()  # a worker whose lease lapsed must not act
-                results = await self._act(calls, step)
-                # Stores the results in one synchronous step after any offload, so a
-                # cancellation lands either before (nothing stored) or after (all stored).
-                stored = await self._engine.add_tool_results(Msg.of_blocks("tool", results, "user"))
-            except BaseException:
-                # Keep the context provider-valid: every call gets exactly one result.
-                if not _answers(self._engine.last, calls):
-                    self._engine.append(Msg("tool", [_interrupted(c) for c in calls], "user"))
-                raise
-            await self._checkpoint()
-            sink = self._sink()
-            if sink is not None:
-                for result in stored.tool_results:
-                    sink(ToolResultEvent(agent=self.name, result=result, step=step))
-        logger.info("agent %s stopped at max_iters=%d", self.name, self.max_iters)
-        final = Msg(
-            self.name,
-            [
-                TextBlock(
-                    text=f"I stopped after {self.max_iters} reasoning steps (the max_iters "
-                    "limit) before finishing the task. Ask me to continue, or raise max_iters."
-                )
-            ],
-            "assistant",
-            metadata={"stop_reason": "max_iters"},
-        )
-        self._engine.append(final)
-        await self._checkpoint()
-        return final
 
     async def _reason(self, step: int) -> ChatResponse:
         model_input = await self._prepare()
@@ -560,54 +411,19 @@ class Agent:
         return await self.middleware.wrap("on_model_call", ctx, self._model_core)
 
     async def _model_core(self, ctx: ModelCallContext) -> ChatResponse:
-        if self._sink() is None:
-            return await self.model.generate(
-                ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
-            )
-        response: ChatResponse | None = None
-        async for event in self.model.stream(
-            ctx.messages, tools=ctx.tools, tool_choice=ctx.tool_choice
-        ):
-            if isinstance(event, TextDelta):
-                self._emit(TextDeltaEvent(agent=self.name, text=event.text, step=ctx.step))
-            elif isinstance(event, ThinkingDelta):
-                self._emit(
-                    ThinkingDeltaEvent(agent=self.name, thinking=event.thinking, step=ctx.step)
-                )
-            elif isinstance(event, ResponseCompleted):
-                response = event.response
-        if response is None or not response.content:
-            raise EmptyResponseError(f"{self.model.model_name} returned an empty response")
-        return response
+        return await generate(self.model, ctx, self._events, self.name)
 
     async def _act(self, calls: list[ToolCallBlock], step: int) -> list[ToolResultBlock]:
-        if not self.parallel_tool_calls or len(calls) == 1:
-            return [await self._run_call(call, step) for call in calls]
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._run_call(call, step)) for call in calls]
-        return [t.result() for t in tasks]
+        return await run_calls(
+            calls, lambda call: self._run_call(call, step), parallel=self.parallel_tool_calls
+        )
 
     async def _run_call(self, call: ToolCallBlock, step: int) -> ToolResultBlock:
         ctx = ToolCallContext(agent=self, step=step, call=call)
         return await self.middleware.wrap("on_tool_call", ctx, self._tool_core)
 
     async def _tool_core(self, ctx: ToolCallContext) -> ToolResultBlock:
-        call = ctx.call
-        builtin = self._builtin.get(call.name)
-        tool = builtin or self.toolkit.get(call.name)
-        # Built-ins touch only the agent's own state, so no rule may block them
-        # (compress-context.zh, section 自主压缩, requires it for CompressContext); user
-        # tools go through the rules.
-        if builtin is None and tool is not None and call.input_error is None:
-            refusal = await self.permissions.check(call)
-            if refusal is not None:
-                return error_result(call, refusal)
-        available = [*self._builtin, *self.toolkit.names]
-        result = await run_tool(tool, call, available=available)
-        # By identity, not name: a user tool called "Read" is offloaded as usual.
-        if tool is not None and any(tool is t for t in self._readback_tools):
-            result = result.model_copy(update={"metadata": {**result.metadata, READBACK_KEY: True}})
-        return result
+        return await self._builtin.run(ctx.call, self.toolkit, self.permissions)
 
     # ----------------------------------------------------------------- compression
 
@@ -656,40 +472,9 @@ class Agent:
 
     async def _on_context_event(self, event: ContextEvent) -> None:
         await self.middleware.context_event(event, self)
-        sink = self._sink()
+        sink = self._events.get()
         if sink is not None:
             sink(ContextChangeEvent(agent=self.name, event=event))
 
-    def _sink(self) -> _Sink | None:
-        sinks = _SINKS.get()
-        return None if sinks is None else sinks.get(self._sink_key)
-
-    def _emit(self, event: AgentEvent) -> None:
-        sink = self._sink()
-        if sink is not None:
-            sink(event)
-
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, session_id={self.session_id!r})"
-
-
-def _as_msgs(msg: Msg | Sequence[Msg] | str | None) -> list[Msg] | None:
-    if msg is None:
-        return None
-    if isinstance(msg, str):
-        return [Msg("user", msg, "user")]
-    if isinstance(msg, Msg):
-        return [msg]
-    return list(msg)
-
-
-def _answers(msg: Msg | None, calls: list[ToolCallBlock]) -> bool:
-    """Whether ``msg`` holds the results of ``calls`` (stored before an interruption)."""
-    if msg is None:
-        return False
-    answered = {r.id for r in msg.tool_results}
-    return all(c.id in answered for c in calls)
-
-
-def _interrupted(call: ToolCallBlock) -> ToolResultBlock:
-    return error_result(call, "Error: the tool call was interrupted before it finished.")

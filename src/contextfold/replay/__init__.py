@@ -10,19 +10,21 @@ compressions, truncations, tokens saved and offloaded, and prefix stability (see
 from ._cache import CacheKind
 from ._cost import CallCost, RunCost, load_prices
 from ._dump import DumpFormat, RequestDump, RunDump
-from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
-from ._report import write_report
-from ._runner import replay_run, replay_runs, tools_of
-from ._sources import LoadedRecordings, find_recordings, load_recordings
-from ._summarizers import summarizer_from_string
-from ._trajectory import (
+from ._loaders import (
     FORMATS,
-    Trajectory,
+    Loader,
+    Recording,
     load_any,
     load_msg_jsonl,
     load_openai_runs,
     load_trajectory,
 )
+from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
+from ._report import write_report
+from ._runner import replay_run, replay_runs, tools_of
+from ._sources import LoadedRecordings, find_recordings, load_recordings
+from ._summarizers import summarizer_from_string
+from ._trajectory import Trajectory
 
 __all__ = [
     "FORMATS",
@@ -30,6 +32,8 @@ __all__ = [
     "CallCost",
     "DumpFormat",
     "LoadedRecordings",
+    "Loader",
+    "Recording",
     "ReplayResult",
     "ReplayTotals",
     "RequestDump",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .._exceptions import MessageFormatError
 from .._logging import logger
-from ._trajectory import Trajectory, load_any
+from ._loaders import load_any
+from ._trajectory import Trajectory
 
 __all__ = ["LoadedRecordings", "find_recordings", "load_recordings"]
 
