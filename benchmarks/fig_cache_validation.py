@@ -129,7 +129,7 @@ def llama_calls(requests: Sequence[dict[str, Any]]) -> list[LlamaCall]:
 
     from contextfold.message import chatml_prompt
     from contextfold.model import embedded_model_path
-    from contextfold.replay._cache import LlamaCache, OpenAICache, llama_blocks, openai_blocks
+    from contextfold.replay import LlamaCache, OpenAICache, llama_blocks, openai_blocks
     from contextfold.token import LlamaTokenCounter
 
     counter = LlamaTokenCounter(framing="local")
@@ -309,19 +309,24 @@ def _claude_times(rows: list[dict[str, Any]]) -> list[float]:
 
 def _codex_times(path: Path, rows: list[dict[str, Any]]) -> list[float]:
     """The time of the ``token_count`` event that gave each assistant message its usage,
-    found by loading the rollout up to each such event with ``load_codex`` itself."""
-    from contextfold.replay._formats import load_codex
+    found by loading the rollout up to each such event with the Codex loader itself (the
+    rows up to it written to a file of their own)."""
+    from contextfold.replay import load_any
 
     times: list[float] = []
-    for k, row in enumerate(rows):
-        payload = row.get("payload")
-        if row.get("type") != "event_msg" or not isinstance(payload, dict):
-            continue
-        if payload.get("type") != "token_count":
-            continue
-        _, msgs = load_codex(path, rows[: k + 1])
-        if sum(m.usage is not None for m in msgs if m.role == "assistant") > len(times):
-            times.append(_seconds(row["timestamp"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = Path(tmp) / path.name
+        for k, row in enumerate(rows):
+            payload = row.get("payload")
+            if row.get("type") != "event_msg" or not isinstance(payload, dict):
+                continue
+            if payload.get("type") != "token_count":
+                continue
+            prefix.write_text("".join(json.dumps(r) + "\n" for r in rows[: k + 1]), "utf-8")
+            (run,) = load_any(prefix, format="codex")
+            assistants = [m for m in run.messages if m.role == "assistant"]
+            if sum(m.usage is not None for m in assistants) > len(times):
+                times.append(_seconds(row["timestamp"]))
     return times
 
 
@@ -401,7 +406,7 @@ def _blocks(session: Session, call: RecordedCall, counter: Any, prefix: int) -> 
     tokens standing for what the recording lacks (tool schemas; Claude Code's system
     prompt), constant over the session."""
     from contextfold.message import Msg, anthropic_request, openai_request
-    from contextfold.replay._cache import Block, anthropic_blocks, openai_blocks
+    from contextfold.replay import Block, anthropic_blocks, openai_blocks
 
     head = [Block(PREFIX_KEY, prefix, breakpoint=True)] if prefix > 0 else []
     if session.agent == "claude-code":
@@ -420,8 +425,7 @@ def predict(session: Session, *, with_prefix: bool = True) -> tuple[int, list[Ca
     The missing prefix is sized from the first call alone: its recorded prompt less our
     count of the messages it was sent (0 with ``with_prefix=False``).
     """
-    from contextfold.replay import load_prices
-    from contextfold.replay._cache import cache_model
+    from contextfold.replay import cache_model, load_prices
     from contextfold.token import counter_for_model
 
     kind: CacheKind = "anthropic" if session.agent == "claude-code" else "openai"
@@ -626,7 +630,7 @@ def _usage_of(message: dict[str, Any]) -> tuple[int, int, str]:
 def implicit_calls(path: Path) -> list[ImplicitCall]:
     """Every call of one recorded SWE-bench run with its shared prefix (both ways)."""
     from contextfold.message import Msg, openai_request
-    from contextfold.replay._cache import openai_blocks
+    from contextfold.replay import openai_blocks
     from contextfold.token import counter_for_model
 
     counter = counter_for_model("gpt-4o")
