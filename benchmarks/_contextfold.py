@@ -104,7 +104,7 @@ def render(msgs: list[Any], tools: list[Any]) -> str:
 def _render_summary(template: str, fields: dict[str, Any]) -> str:
     """The summary as our agent shows it (our renderer keeps stray braces literally)."""
     try:
-        from contextfold.context._summary import render_summary
+        from contextfold.context import render_summary
     except ImportError:
         return template.format(**fields)
     return render_summary(template, fields)

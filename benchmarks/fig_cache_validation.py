@@ -129,7 +129,7 @@ def llama_calls(requests: Sequence[dict[str, Any]]) -> list[LlamaCall]:
 
     from contextfold.message import chatml_prompt
     from contextfold.model import embedded_model_path
-    from contextfold.replay._cache import LlamaCache, OpenAICache, llama_blocks, openai_blocks
+    from contextfold.replay import LlamaCache, OpenAICache, llama_blocks, openai_blocks
     from contextfold.token import LlamaTokenCounter
 
     counter = LlamaTokenCounter(framing="local")
@@ -405,7 +405,7 @@ def _blocks(session: Session, call: RecordedCall, counter: Any, prefix: int) -> 
     tokens standing for what the recording lacks (tool schemas; Claude Code's system
     prompt), constant over the session."""
     from contextfold.message import Msg, anthropic_request, openai_request
-    from contextfold.replay._cache import Block, anthropic_blocks, openai_blocks
+    from contextfold.replay import Block, anthropic_blocks, openai_blocks
 
     head = [Block(PREFIX_KEY, prefix, breakpoint=True)] if prefix > 0 else []
     if session.agent == "claude-code":
@@ -424,8 +424,7 @@ def predict(session: Session, *, with_prefix: bool = True) -> tuple[int, list[Ca
     The missing prefix is sized from the first call alone: its recorded prompt less our
     count of the messages it was sent (0 with ``with_prefix=False``).
     """
-    from contextfold.replay import load_prices
-    from contextfold.replay._cache import cache_model
+    from contextfold.replay import cache_model, load_prices
     from contextfold.token import counter_for_model
 
     kind: CacheKind = "anthropic" if session.agent == "claude-code" else "openai"
@@ -630,7 +629,7 @@ def _usage_of(message: dict[str, Any]) -> tuple[int, int, str]:
 def implicit_calls(path: Path) -> list[ImplicitCall]:
     """Every call of one recorded SWE-bench run with its shared prefix (both ways)."""
     from contextfold.message import Msg, openai_request
-    from contextfold.replay._cache import openai_blocks
+    from contextfold.replay import openai_blocks
     from contextfold.token import counter_for_model
 
     counter = counter_for_model("gpt-4o")

@@ -5,7 +5,7 @@ and ``tool_result_limit=3000``. Every call each one would send (reasoning steps 
 summary calls) is built in the Anthropic Messages API wire form (ours by our adapter's
 request builder, with its ``cache_control`` breakpoints; AgentScope's by its own
 ``AnthropicChatFormatter``, which places none), run through contextfold's Anthropic cache
-simulator (``contextfold.replay._cache``: breakpoints, 20-block lookback, 1,024-token
+simulator (``contextfold.replay``: breakpoints, 20-block lookback, 1,024-token
 minimum, 5-minute lifetime) and priced at Claude Sonnet 4.5's published rates
 (``contextfold/replay/pricing.json``). AgentScope is shown as shipped (no breakpoint: no
 cache read at all) and, to compare the layouts rather than the shipping defaults, with a
@@ -67,7 +67,7 @@ def _with_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
 
 async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[str, Any]:
     """AgentScope's replay of one run, priced as shipped and with breakpoints added."""
-    from contextfold.replay._cache import AnthropicCache, anthropic_blocks
+    from contextfold.replay import AnthropicCache, anthropic_blocks
     from contextfold.token import counter_for_model
 
     from . import _agentscope

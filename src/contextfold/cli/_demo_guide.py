@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import CompressionEvent, ContextEvent, ContextUsage
 from ..message import TextBlock, ToolCallBlock, ToolSpec
-from ..middleware import Middleware
+from ..middleware import AgentView, Middleware
 from ..model import ChatResponse
 from ..workspace import WorkspaceReader
 from ._demo_choices import (
@@ -33,7 +33,6 @@ from ._demo_choices import (
 from ._demo_files import DemoFiles
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..middleware import ModelCallContext
 
 __all__ = [
@@ -177,7 +176,7 @@ class Guide(Middleware):
         constraint = self._constraints.get(tool.name)
         return None if constraint is None else constraint.schema
 
-    async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
+    async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
         if isinstance(event, CompressionEvent):
             self.plan.compressed = True
 

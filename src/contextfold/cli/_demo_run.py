@@ -25,7 +25,7 @@ from ..context import (
     UsageHintEvent,
 )
 from ..message import Marker, Msg, ToolResultBlock, marker_of
-from ..middleware import Middleware, ModelCallContext, ToolCallContext
+from ..middleware import AgentView, Middleware, ModelCallContext, ToolCallContext
 from ..model import ChatModelBase, ChatResponse, LocalChatModel, ModelCall
 from ..tool import FunctionTool, readback_tools
 from ..workspace import ItemInfo, LocalWorkspace
@@ -191,7 +191,7 @@ class _Narrator(Middleware):
         elif isinstance(event, ImageRemovalEvent):
             self.line(("  ▣ images removed ", "bold"), (str(event.images_removed), ""))
 
-    async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
+    async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
         self.context_event(event)
 
     async def on_tool_call(

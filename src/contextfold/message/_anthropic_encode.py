@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from .._exceptions import MessageFormatError
 from ._anthropic_decode import KEY
 from ._blocks import (
+    Base64Source,
     ContentBlock,
     DataBlock,
     HintBlock,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    ToolResultBlock,
     URLSource,
 )
 from ._msg import Msg
@@ -192,7 +194,9 @@ def _plain_text(block: ContentBlock, i: int, j: int) -> str:
         return block.hint
     if isinstance(block, ThinkingBlock):
         return ""
-    fail(i, f"content[{j}]", f"is a {block.type} block; a system message may hold only text")
+    if isinstance(block, DataBlock | ToolCallBlock | ToolResultBlock):
+        fail(i, f"content[{j}]", f"is a {block.type} block; a system message may hold only text")
+    assert_never(block)
 
 
 def _system_to(system_msgs: list[tuple[int, Msg]]) -> SystemPrompt:
@@ -244,9 +248,16 @@ def _block_to(
         if role != "assistant":
             fail(i, field, "is a tool call; only assistant messages may hold tool calls")
         return {**extra, "type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
-    if role != "user":
-        fail(i, field, "is a tool result; tool results belong in user messages")
-    out: dict[str, Any] = {**extra, "type": "tool_result", "tool_use_id": b.id}
+    if isinstance(b, ToolResultBlock):
+        if role != "user":
+            fail(i, field, "is a tool result; tool results belong in user messages")
+        return _tool_result_to(b, i, j, meta)
+    assert_never(b)
+
+
+def _tool_result_to(b: ToolResultBlock, i: int, j: int, meta: dict[str, Any]) -> dict[str, Any]:
+    key, field = str(j), f"content[{j}]"
+    out: dict[str, Any] = {**_extra(meta, key), "type": "tool_result", "tool_use_id": b.id}
     no_content = meta.get("no_content")
     if isinstance(b.output, str):
         if b.output or not (isinstance(no_content, list) and key in no_content):
@@ -257,8 +268,10 @@ def _block_to(
             sub = f"{key}.{k}"
             if isinstance(item, TextBlock):
                 content.append({**_extra(meta, sub), "type": "text", "text": item.text})
-            else:
+            elif isinstance(item, DataBlock):
                 content.append(_data_to(item, i, f"{field}.output[{k}]", sub, meta))
+            else:
+                assert_never(item)
         out["content"] = content
     if b.is_error:
         out["is_error"] = True
@@ -278,8 +291,10 @@ def _data_to(b: DataBlock, i: int, field: str, key: str, meta: dict[str, Any]) -
             kind = major if major in ("image", "audio", "video") else "file"
         else:
             source = {"type": "url", "url": src.url}
-    else:
+    elif isinstance(src, Base64Source):
         source = {"type": "base64", "media_type": src.media_type, "data": src.data}
+    else:
+        assert_never(src)
     if kind == "image":
         return {**_extra(meta, key), "type": "image", "source": source}
     if kind in ("audio", "video"):

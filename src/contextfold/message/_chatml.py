@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from ._blocks import (
     DataBlock,
@@ -186,6 +186,8 @@ def chatml_message(msg: Msg) -> str:
             )
         elif isinstance(block, ThinkingBlock):
             continue  # SmolLM2 has no reasoning channel; thinking is not sent back
+        else:
+            assert_never(block)
     body = "\n".join([*parts, *calls])
     if body or not turns:
         turns.append(f"{_START}{msg.role}\n{body}{_END}\n")

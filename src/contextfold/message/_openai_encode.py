@@ -11,7 +11,7 @@ What the decoder kept in ``Msg.metadata["openai"]`` is restored (see ``_openai_s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from .._exceptions import MessageFormatError
 from ._blocks import (
@@ -288,8 +288,10 @@ def _part_to(
         part = _data_to(block, i, j, inner_extra)
     elif isinstance(block, ToolCallBlock):
         fail(i, f"content[{j}]", "is a tool call; only assistant messages may hold tool calls")
-    else:
+    elif isinstance(block, ThinkingBlock | ToolResultBlock):
         fail(i, f"content[{j}]", f"is a {block.type} block, which cannot be sent here")
+    else:
+        assert_never(block)
     outer = pm.get("outer")
     if isinstance(outer, dict):
         part = {**outer, **part}

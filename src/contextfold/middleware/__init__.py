@@ -19,8 +19,10 @@ from ._middleware import (
     system_prompt_middleware,
     tool_call_middleware,
 )
+from ._view import AgentView
 
 __all__ = [
+    "AgentView",
     "CallNext",
     "CompressionContext",
     "Middleware",

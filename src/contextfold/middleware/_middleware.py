@@ -10,14 +10,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..context import CompressionEvent, CompressionTrigger, ContextConfig, ContextEvent, ModelInput
 from ..message import HintBlock, Msg, ToolCallBlock, ToolChoice, ToolResultBlock, ToolSpec
 from ..model import ChatResponse
-
-if TYPE_CHECKING:
-    from ..agent import Agent
+from ._view import AgentView
 
 __all__ = [
     "CallNext",
@@ -46,7 +44,7 @@ CallNext = Callable[[_C], Awaitable[_R]]
 class ReplyContext:
     """One ``agent.reply`` call. ``msg`` is what the user sent (may be changed)."""
 
-    agent: Agent
+    agent: AgentView
     msg: Msg | list[Msg] | None
 
 
@@ -58,7 +56,7 @@ class ModelCallContext:
     changes them changes the request (``model_input.usage`` then no longer matches).
     """
 
-    agent: Agent
+    agent: AgentView
     step: int
     model_input: ModelInput
     messages: list[Msg]
@@ -70,7 +68,7 @@ class ModelCallContext:
 class ToolCallContext:
     """One tool call, before permissions are checked and the tool runs."""
 
-    agent: Agent
+    agent: AgentView
     step: int
     call: ToolCallBlock
 
@@ -84,7 +82,7 @@ class CompressionContext:
     ``force`` or ``threshold_ratio``, or skip the compression by not calling ``call_next``.
     """
 
-    agent: Agent
+    agent: AgentView
     trigger: CompressionTrigger
     config: ContextConfig
     instructions: HintBlock | None = None
@@ -96,7 +94,7 @@ class CompressionContext:
 class Middleware:
     """Override any hook; the defaults pass everything through unchanged."""
 
-    async def on_system_prompt(self, prompt: str, agent: Agent) -> str:
+    async def on_system_prompt(self, prompt: str, agent: AgentView) -> str:
         """Transform the system prompt (hooks run in list order)."""
         return prompt
 
@@ -130,7 +128,7 @@ class Middleware:
         """Wrap a compression (every trigger, automatic ones included)."""
         return await call_next(ctx)
 
-    async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
+    async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
         """Observe every change the context engine makes."""
 
 
@@ -165,14 +163,14 @@ class MiddlewareStack:
             return await core(ctx)  # no onion to build: the common case, several times a step
         return await _run_onion(layers, ctx, core)
 
-    async def system_prompt(self, prompt: str, agent: Agent) -> str:
+    async def system_prompt(self, prompt: str, agent: AgentView) -> str:
         """``prompt`` through every ``on_system_prompt``, in list order."""
         for mw in self.middleware:
             if _overrides(mw, "on_system_prompt"):
                 prompt = await _maybe_await(mw.on_system_prompt(prompt, agent))
         return prompt
 
-    async def context_event(self, event: ContextEvent, agent: Agent) -> None:
+    async def context_event(self, event: ContextEvent, agent: AgentView) -> None:
         """Tell every middleware about ``event``, in list order."""
         for mw in self.middleware:
             if _overrides(mw, "on_context_event"):
@@ -208,10 +206,10 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class _SystemPromptFunction(Middleware):
-    def __init__(self, func: Callable[[str, Agent], str | Awaitable[str]]) -> None:
+    def __init__(self, func: Callable[[str, AgentView], str | Awaitable[str]]) -> None:
         self._func = func
 
-    async def on_system_prompt(self, prompt: str, agent: Agent) -> str:
+    async def on_system_prompt(self, prompt: str, agent: AgentView) -> str:
         result: str = await _maybe_await(self._func(prompt, agent))
         return result
 
@@ -233,7 +231,7 @@ _TOOL = _wrapper_class("on_tool_call")
 _COMPRESSION = _wrapper_class("on_compression")
 
 
-def system_prompt_middleware(func: Callable[[str, Agent], str | Awaitable[str]]) -> Middleware:
+def system_prompt_middleware(func: Callable[[str, AgentView], str | Awaitable[str]]) -> Middleware:
     """A middleware from ``func(prompt, agent) -> prompt`` (sync or async)."""
     return _SystemPromptFunction(func)
 

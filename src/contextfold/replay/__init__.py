@@ -4,10 +4,25 @@
 with a deterministic extractive summarizer and returns per-step token usage per layer,
 compressions, truncations, tokens saved and offloaded, and prefix stability (see
 :class:`RunResult`). ``write_report`` renders the result as a self-contained HTML page
-(the ``report`` extra).
+(the ``report`` extra). The prompt-cache simulator behind the cost figures is public too
+(``cache_model(kind, rules)`` and the blocks a request is cut into, ``anthropic_blocks``,
+``openai_blocks``, ``llama_blocks``), for measuring requests built elsewhere.
 """
 
-from ._cache import CacheKind
+from ._cache import (
+    AnthropicCache,
+    Block,
+    CacheKind,
+    CacheModel,
+    CacheUsage,
+    LlamaCache,
+    NoCache,
+    OpenAICache,
+    anthropic_blocks,
+    cache_model,
+    llama_blocks,
+    openai_blocks,
+)
 from ._cost import CallCost, RunCost, load_prices
 from ._dump import DumpFormat, RequestDump, RunDump
 from ._loaders import (
@@ -28,11 +43,18 @@ from ._trajectory import Trajectory
 
 __all__ = [
     "FORMATS",
+    "AnthropicCache",
+    "Block",
     "CacheKind",
+    "CacheModel",
+    "CacheUsage",
     "CallCost",
     "DumpFormat",
+    "LlamaCache",
     "LoadedRecordings",
     "Loader",
+    "NoCache",
+    "OpenAICache",
     "Recording",
     "ReplayResult",
     "ReplayTotals",
@@ -42,13 +64,17 @@ __all__ = [
     "RunResult",
     "StepUsage",
     "Trajectory",
+    "anthropic_blocks",
+    "cache_model",
     "find_recordings",
+    "llama_blocks",
     "load_any",
     "load_msg_jsonl",
     "load_openai_runs",
     "load_prices",
     "load_recordings",
     "load_trajectory",
+    "openai_blocks",
     "replay_run",
     "replay_runs",
     "summarizer_from_string",

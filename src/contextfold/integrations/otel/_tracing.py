@@ -23,6 +23,7 @@ from ...context import (
 )
 from ...message import ToolResultBlock, is_readback
 from ...middleware import (
+    AgentView,
     CompressionContext,
     Middleware,
     ModelCallContext,
@@ -31,7 +32,6 @@ from ...middleware import (
 )
 
 if TYPE_CHECKING:
-    from ...agent import Agent
     from ...message import Msg
     from ...model import ChatResponse
 
@@ -160,7 +160,7 @@ class TracingMiddleware(Middleware):
                 span.set_attributes(compression_attributes(event))
             return event
 
-    async def on_context_event(self, event: ContextEvent, agent: Agent) -> None:
+    async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
         record_event(trace.get_current_span(), event)
 
 
@@ -216,7 +216,7 @@ def record_event(span: Span, event: ContextEvent) -> None:
         span.add_event("contextfold.compression", compression_attributes(event))
 
 
-def _model_attributes(agent: Agent) -> dict[str, str]:
+def _model_attributes(agent: AgentView) -> dict[str, str]:
     model = agent.model
     attributes = {"gen_ai.request.model": str(getattr(model, "model_name", type(model).__name__))}
     provider = _PROVIDERS.get(type(model).__name__)
