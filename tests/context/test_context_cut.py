@@ -47,8 +47,9 @@ COUNTERS: list[TokenCounter] = [
 texts = st.one_of(
     st.text(alphabet=st.characters(blacklist_characters=MARK), max_size=600),
     st.text(alphabet="ab \n", max_size=400),
-    st.lists(st.sampled_from(["def f(x):\n", "    return x\n", "日本語 ", "🚀", "error: no\n"]))
-    .map("".join),
+    st.lists(
+        st.sampled_from(["def f(x):\n", "    return x\n", "日本語 ", "🚀", "error: no\n"])
+    ).map("".join),
 )
 policies = st.builds(
     HeadTailCut,
@@ -121,7 +122,8 @@ def test_a_computed_marker_counts_the_tokens_left_out(
         head, rest = result.split(f"\n[{MARK} ", 1)
         omitted, tail = rest.split(" tokens omitted]\n", 1)
         tail = tail.removesuffix(f"\n{MARK}")
-        assert text.startswith(head) and text.endswith(tail)
+        assert text.startswith(head)
+        assert text.endswith(tail)
         assert int(omitted) == max(total - counter.count_text(head) - counter.count_text(tail), 0)
 
 

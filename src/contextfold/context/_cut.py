@@ -75,9 +75,9 @@ class HeadTailCut:
         """What a cut that keeps none of a ``total``-token text is: the end (without the
         whitespace that would part it from the text), else the marker."""
         end = self.end.lstrip()
-        if end or isinstance(self.marker, str):
-            return end or str(self.marker)
-        return self.marker(total)
+        if end:
+            return end
+        return self.marker if isinstance(self.marker, str) else self.marker(total)
 
     def _marker(self, counter: TokenCounter, total: int, head: str, tail: str) -> str:
         if isinstance(self.marker, str):
