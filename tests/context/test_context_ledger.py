@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.context._ledger import ArtifactLedger, LedgerKind, extract_ledger, shell_lines
+from contextfold.context._facts import LedgerKind, extract_ledger, shell_lines
+from contextfold.context._ledger import ArtifactLedger
 from contextfold.context._summarizer import transcript_entry
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from contextfold.token import OpenAITokenCounter

@@ -1,20 +1,22 @@
 """Summarizers without a model: extraction (deterministic) and the empty summary.
 
 :class:`ExtractiveSummarizer` reads the messages to fold directly (no prompt round trip)
-and keeps, with regular expressions, what a summary must: the first user request, the last
-commands, error lines, file paths, function names, identifiers and numbers, and the last
-thing the assistant said. No model, no randomness; hundreds of runs replay in seconds.
+and keeps what a summary must: the first user request, the last commands, error lines,
+file paths, the functions and classes defined, identifiers and numbers, and the last thing
+the assistant said. The facts are found by the patterns the artifact ledger uses
+(:mod:`._facts`). No model, no randomness; hundreds of runs replay in seconds.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..message import HintBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ._facts import command_of, extract_ledger, identifiers, numbers
 from ._summarizer import SummaryRequest, SummaryResult
 
 __all__ = ["EmptySummarizer", "ExtractiveSummarizer", "extractive_summary", "summarize_items"]
@@ -45,27 +47,10 @@ _SECTION = re.compile(
     r"^# Task overview\n(.*?)(?=\n# |\Z|</system-info>|</system-reminder>)",
     re.DOTALL | re.MULTILINE | re.IGNORECASE,
 )
-_PATH = re.compile(r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z]\w{0,7}\b")
-_FUNC = re.compile(r"\b(?:def|class|func|fn|function)\s+([A-Za-z_]\w*)|\b([A-Za-z_][\w.]*)\(")
-# Lines that report an error (a traceback's last line, test failures, compiler errors),
-# not source lines that merely mention an exception class.
-_ERROR = re.compile(
-    r"^\s*((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)\b:?[^\n]{0,200}"
-    r"|Traceback \(most recent call last\)"
-    r"|[^\n]*\b(?:FAILED|error:|fatal:|[Ee]rror code)[^\n]{0,200})",
-    re.MULTILINE,
-)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _BLANKS = re.compile(r"\n\s*\n(?:\s*\n)+")
-_IDENT = re.compile(
-    r"\b(?:[A-Za-z]+_[A-Za-z0-9_]*[A-Za-z0-9]"  # snake_case, user ids like mia_li_3668
-    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"  # CamelCase
-    r"|(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*[0-9])[A-Z0-9]{5,12})\b"  # codes like ZFA04Y, HAT136
-)
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _PROMPTS = ("<system-hint>", "<system-reminder>")
 _SUMMARY_TAGS = ("<system-info>", "<system-reminder>")
-_KEYWORDS = frozenset({"def", "class", "print", "if", "for", "while", "return", "and", "or", "not"})
 
 
 @dataclass
@@ -94,7 +79,8 @@ def _entry(msg: Msg) -> _Entry:
         if isinstance(block, TextBlock):
             prose.append(block.text)
         elif isinstance(block, ToolCallBlock):
-            entry.calls.append((block.name, _command(block.input)))
+            command = command_of(block.input)
+            entry.calls.append((block.name, command or json.dumps(block.input, ensure_ascii=False)))
         elif isinstance(block, ToolResultBlock):
             entry.results.append((block.name, block.is_error, block.text()))
         elif isinstance(block, ThinkingBlock):
@@ -103,14 +89,6 @@ def _entry(msg: Msg) -> _Entry:
             entry.other.append(block.hint)
     entry.prose = "\n".join(prose).strip()
     return entry
-
-
-def _command(arguments: Mapping[str, Any]) -> str:
-    """The command a call ran (its ``command``-like argument), else its JSON arguments."""
-    for key in ("command", "cmd", "script", "code"):
-        if isinstance(arguments.get(key), str):
-            return str(arguments[key])
-    return json.dumps(arguments, ensure_ascii=False)
 
 
 def _recent(values: Iterable[str], cap: int) -> list[str]:
@@ -127,19 +105,20 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - len(_TRIMMED)].rstrip() + _TRIMMED
 
 
-def _one_line(text: str, chars: int = 200) -> str:
+def _one_line(text: str, chars: int) -> str:
     return _clip(" ".join(text.split()), chars)
 
 
-def _facts(text: str, reported: str) -> dict[str, list[str]]:
-    """Facts in ``text``; errors only from ``reported`` (tool output, user messages)."""
-    functions = [a or b for a, b in _FUNC.findall(text)]
+def _facts(msgs: Sequence[Msg], previous: str | None, corpus: str) -> dict[str, list[str]]:
+    """The facts the ledger finds in ``msgs`` and ``previous`` (read as a user message),
+    plus identifiers and numbers anywhere in ``corpus``."""
+    found = extract_ledger([Msg("user", previous, "user"), *msgs] if previous else msgs)
     return {
-        "errors": [_one_line(m) for m in _ERROR.findall(reported)],
-        "paths": _PATH.findall(text),
-        "functions": [f for f in functions if f not in _KEYWORDS and len(f) > 2],
-        "identifiers": _IDENT.findall(text),
-        "numbers": [n for n in _NUMBER.findall(text) if len(n.lstrip("-")) >= 3],
+        "errors": [text for kind, text in found if kind == "error"],
+        "paths": [text for kind, text in found if kind == "file"],
+        "functions": [text for kind, text in found if kind == "symbol"],
+        "identifiers": identifiers(corpus),
+        "numbers": numbers(corpus),
     }
 
 
@@ -148,8 +127,9 @@ def _tidy(text: str) -> str:
 
 
 def _fields(
-    entries: Sequence[_Entry], *, previous: str | None, previous_task: str | None
+    msgs: Sequence[Msg], *, previous: str | None, previous_task: str | None
 ) -> dict[str, str]:
+    entries = [_entry(m) for m in msgs]
     task = previous_task or ""
     if not task and previous:
         section = _SECTION.search(previous)
@@ -172,12 +152,7 @@ def _fields(
         state.extend(actions[-_LAST_ACTIONS:])
 
     corpus = "\n".join([previous or "", *(e.text() for e in entries)])
-    reported = "\n".join(
-        [previous or ""]
-        + [r[2] for e in entries for r in e.results]
-        + [e.prose for e in entries if e.role == "user"]
-    )
-    facts = _facts(corpus, reported)
+    facts = _facts(msgs, previous, corpus)
     kept = {kind: _recent(values, _CAPS[kind]) for kind, values in facts.items()}
     discoveries: list[str] = []
     if kept["errors"]:
@@ -219,7 +194,7 @@ def extractive_summary(
     the capped lists (most recent wins); its task overview (``previous_task``, or the
     ``# Task overview`` section of its text) is kept.
     """
-    return _fields([_entry(m) for m in msgs], previous=previous, previous_task=previous_task)
+    return _fields(msgs, previous=previous, previous_task=previous_task)
 
 
 def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -233,11 +208,11 @@ def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
     case, inside ``<system-info>`` or ``<system-reminder>``) is the previous summary.
     """
     previous: str | None = None
-    entries: list[_Entry] = []
+    msgs: list[Msg] = []
     for role, text in items:
         if (
             previous is None
-            and not entries
+            and not msgs
             and any(tag in text for tag in _SUMMARY_TAGS)
             and _SECTION.search(text) is not None
         ):
@@ -246,10 +221,11 @@ def summarize_items(items: Sequence[tuple[str, str]]) -> dict[str, str]:
         if role == "system" or not text or text.lstrip().startswith(_PROMPTS):
             continue
         if role == "tool":
-            entries.append(_Entry("user", "tool", "", results=[("tool", False, text)]))
+            result = ToolResultBlock(id=f"item-{len(msgs)}", name="tool", output=text)
+            msgs.append(Msg("tool", [result], "user"))
         else:
-            entries.append(_Entry(role, role, text.strip()))
-    return _fields(entries, previous=previous, previous_task=None)
+            msgs.append(Msg(role, text.strip(), "assistant" if role == "assistant" else "user"))
+    return _fields(msgs, previous=previous, previous_task=None)
 
 
 class ExtractiveSummarizer:
@@ -257,10 +233,10 @@ class ExtractiveSummarizer:
 
     It extracts what a summary must keep from the messages themselves: the first user
     request (or the previous summary's task), the last commands, error lines from tool
-    output, file paths, function names, identifiers and numbers, and the last thing the
-    assistant said. Every field has a size cap, so the summary is bounded as a model's
-    would be. Properties of a custom schema that are not one of the five fields receive
-    the whole rendered summary.
+    output, file paths, the functions and classes defined, identifiers and numbers, and
+    the last thing the assistant said. Every field has a size cap, so the summary is
+    bounded as a model's would be. Properties of a custom schema that are not one of the
+    five fields receive the whole rendered summary.
     """
 
     def __init__(self) -> None:

@@ -19,8 +19,9 @@ from .._logging import logger
 from ..message import HintBlock, Msg
 from ..token import TokenCounter
 from ._config import ContextConfig
+from ._facts import extract_ledger
 from ._layer import PartBudget, SummaryLayer, ledger_budget, summary_budget
-from ._ledger import ArtifactLedger, extract_ledger
+from ._ledger import ArtifactLedger
 from ._masking import MaskingPlan, plan_masking
 from ._redact import redact_messages
 from ._summarizer import SummaryRequest

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 from ..message import (
@@ -33,7 +34,8 @@ from ..message import (
     marker_of,
 )
 from ..model import ChatModelBase
-from ..token import TokenCounter, head_within, tail_within
+from ..token import TokenCounter
+from ._cut import HeadTailCut
 from ._layer import SummaryLayer, is_summary
 from ._types import ModelInput
 
@@ -233,6 +235,14 @@ def _size(prompt: SummaryPrompt, counter: TokenCounter) -> int:
 _KEPT_OF_CUT = 200
 """Tokens at least kept of a message cut to fit a summary request."""
 
+_MESSAGE_CUT = HeadTailCut(
+    head_share=Fraction(2, 3), marker="\n[... cut here to fit the summarizer's window ...]\n"
+)
+"""How the longest text of such a message is cut: two thirds head, one third tail."""
+
+_HEAD = HeadTailCut()
+_TAIL = HeadTailCut(head_share=Fraction(0))
+
 
 def _cut_newest(prompt: SummaryPrompt, counter: TokenCounter, excess: int) -> SummaryPrompt | None:
     """``prompt`` (a prefix-form request) with the text of its newest messages cut, head
@@ -274,13 +284,7 @@ def _cut_message(msg: Msg, counter: TokenCounter, target: int) -> Msg | None:
     if j is None or text is None or sizes[j] <= 0:
         return None
     keep = max(sizes[j] - (counter.count_message(msg) - target), 0)
-    marker = "\n[... cut here to fit the summarizer's window ...]\n"
-    room = max(keep - counter.count_text(marker), 0)
-    text = (
-        head_within(counter, text, room - room // 3)
-        + marker
-        + tail_within(counter, text, room // 3)
-    )
+    text = _MESSAGE_CUT.cut(counter, text, keep, tokens=sizes[j])
     block = blocks[j]
     new = (
         block.model_copy(update={"text": text})
@@ -337,8 +341,7 @@ def transcript_prompt(request: SummaryRequest, counter: TokenCounter, size: int)
     if request.previous is not None:
         old = request.previous.text
         old_budget = max(budget // 2, 0)
-        if counter.count_text(old) > old_budget:
-            old = head_within(counter, old, old_budget)
+        old = _HEAD.cut(counter, old, old_budget)
         pieces.append(f"<previous-summary>\n{old}\n</previous-summary>")
         budget -= counter.count_text(pieces[0]) + 4
     entries: list[str] = []
@@ -352,7 +355,7 @@ def transcript_prompt(request: SummaryRequest, counter: TokenCounter, size: int)
             budget -= cost
             continue
         if budget > 64:
-            entries.append(tail_within(counter, entry, budget - 8))
+            entries.append(_TAIL.cut(counter, entry, budget - 8, tokens=cost - 2))
             cut = True
             uncovered = i
         else:

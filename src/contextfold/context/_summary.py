@@ -16,10 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..message import runtime_note
-from ..token import TokenCounter, head_within
+from ..token import TokenCounter
 from ._config import ContextConfig
+from ._cut import HeadTailCut
+from ._facts import LedgerKind
 from ._layer import summary_budget
-from ._ledger import ArtifactLedger, LedgerKind
+from ._ledger import ArtifactLedger
 
 __all__ = [
     "compose_summary",
@@ -187,6 +189,8 @@ def _render_with(template: str, values: Mapping[str, str], additions: str) -> st
 
 
 _CUT = " [...]"
+_FIELD_CUT = HeadTailCut(marker=_CUT, marker_room=2)
+_PREVIOUS_CUT = HeadTailCut(marker=_CUT, marker_room=4)
 
 
 def _shrink(values: Mapping[str, str], counter: TokenCounter, excess: int) -> dict[str, str]:
@@ -200,10 +204,7 @@ def _shrink(values: Mapping[str, str], counter: TokenCounter, excess: int) -> di
     level = _level(sorted(sizes.values()), max(target, 0))
     out: dict[str, str] = {}
     for key, value in values.items():
-        if sizes[key] <= level:
-            out[key] = value
-        else:
-            out[key] = head_within(counter, value, max(level - 2, 0)) + _CUT
+        out[key] = _FIELD_CUT.cut(counter, value, level, tokens=sizes[key])
     return out
 
 
@@ -248,7 +249,5 @@ def fallback_summary(
         intro = "\n\nThe summary of the history before them was:\n"
         room = budget - counter.count_text(text + intro)
         if room > 32:
-            if counter.count_text(previous) > room:
-                previous = head_within(counter, previous, room - 4) + _CUT
-            text += intro + previous
+            text += intro + _PREVIOUS_CUT.cut(counter, previous, room)
     return text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 from .._logging import logger
@@ -23,7 +24,8 @@ from ..message import (
     ToolResultContent,
     is_readback,
 )
-from ..token import TokenCounter, head_within, tail_within
+from ..token import TokenCounter
+from ._cut import HeadTailCut
 from ._types import TruncationEvent
 
 __all__ = [
@@ -133,32 +135,24 @@ class ToolResultTruncator:
         return hinted if readback and self.counter.count_text(hinted) <= limit // 2 else marker
 
     def _cut_text(self, text: str, limit: int, marker: str) -> str:
-        count = self.counter.count_text
-        total = count(text)
-        budget = limit - count("\n" + marker)
-        for _ in range(4):
-            if budget <= 0:
-                return marker
-            body = self._body(text, budget, total)
-            result = f"{body}\n{marker}" if body else marker
-            over = count(result) - limit
-            if over <= 0:
-                return result
-            # Tokens can merge across the joins; shrink by the overshoot and retry.
-            budget -= over
-        return marker
-
-    def _body(self, text: str, budget: int, total: int) -> str:
         if self.keep == "head":
-            return head_within(self.counter, text, budget)
-        note_budget = 16
-        half = (budget - note_budget) // 2
-        if half <= 0:
-            return head_within(self.counter, text, budget)
-        head = head_within(self.counter, text, half)
-        tail = tail_within(self.counter, text[len(head) :], half)
-        omitted = max(total - self.counter.count_text(head) - self.counter.count_text(tail), 0)
-        return f"{head}\n\n[... {omitted} tokens omitted ...]\n\n{tail}"
+            policy = HeadTailCut(end="\n" + marker)
+        else:
+            policy = HeadTailCut(
+                head_share=Fraction(1, 2),
+                marker=_omitted,
+                marker_room=_OMITTED_ROOM,
+                end="\n" + marker,
+            )
+        return policy.cut(self.counter, text, limit)
+
+
+_OMITTED_ROOM = 16
+"""Tokens set aside for the note that stands between a cut result's head and tail."""
+
+
+def _omitted(tokens: int) -> str:
+    return f"\n\n[... {tokens} tokens omitted ...]\n\n"
 
 
 # -- the split point ---------------------------------------------------------------------
