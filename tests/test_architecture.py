@@ -73,7 +73,7 @@ MEASURED_INTERNALS = {
     # builders in each backend's module: no public setting switches indexing off.
     "benchmarks/fig_search.py": {
         "workspace._memory",
-        "workspace._postgres",
+        "workspace._postgres_search",
         "workspace._side_index",
         "workspace._sqlite",
     },
