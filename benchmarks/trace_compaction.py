@@ -4,7 +4,7 @@ Run: ``python -m benchmarks.trace_compaction [--verbose]``. An engine with an ex
 counter, a memory workspace and a small window takes a user task, then assistant tool calls
 and their results, one model input per step, until its second automatic compaction; exactly
 the :meth:`~contextfold.context.ContextEngine.prepare` call that runs it is traced (call
-events only), once with ``summary_update="append"`` (the default: a part is added to the
+events only), once with ``LayerConfig(update="append")`` (the default: a part is added to the
 summary the first compaction wrote) and once with ``"rewrite"``.
 
 Counted by the file a function's code lives in, so renaming or splitting modules needs no
@@ -36,6 +36,7 @@ from contextfold.context import (
     ContextConfig,
     ContextEngine,
     ExtractiveSummarizer,
+    LayerConfig,
     Summarizer,
     SummaryRequest,
     SummaryResult,
@@ -200,7 +201,7 @@ async def trace_compaction(mode: Mode, *, nth: int = 2) -> tuple[Trace, Figures]
         counter=counter_for_model("gpt-4o"),
         context_size=WINDOW,
         summarizer=summarizer,
-        config=ContextConfig(summary_update=mode),
+        config=ContextConfig(layer=LayerConfig(update=mode)),
         offloader=MemoryWorkspace(),
     )
     engine.append(Msg("user", "Fix the KeyError in src/app: the test test_parse fails.", "user"))

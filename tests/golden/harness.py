@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from contextfold import Agent
-from contextfold.context import ContextConfig, ModelSummarizer
+from contextfold.context import ContextConfig, LayerConfig, ModelSummarizer
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock, to_openai_messages
 from contextfold.model import ScriptedModel, ScriptedRequest, tool_reply
 from contextfold.tool import Toolkit
@@ -123,7 +123,7 @@ def _config(mode: str, template: str | None) -> ContextConfig:
         "trigger_ratio": 0.7,
         "reserve_ratio": 0.1,
         "tool_result_limit": 600,
-        "summary_update": mode,
+        "layer": LayerConfig(update=mode),
     }
     if template is not None:
         options["summary_template"] = template

@@ -21,6 +21,7 @@ from ..context import (
     ContextEvent,
     ContextUsage,
     ImageRemovalEvent,
+    ModelSummarizer,
     TruncationEvent,
     UsageHintEvent,
 )
@@ -293,7 +294,6 @@ async def run_demo(
         trigger_ratio=settings.trigger_ratio,
         reserve_ratio=settings.reserve_ratio,
         tool_result_limit=settings.tool_result_limit,
-        summary_attempts=2,
     )
     session_id = uuid.uuid4().hex[:12]  # short: the model reads it in every reference
     result = DemoResult(session_id=session_id, workdir=workspace.workdir)
@@ -320,7 +320,7 @@ async def run_demo(
         toolkit=toolkit,
         context_config=config,
         offloader=workspace,
-        summarizer=summarizer,
+        summarizer=ModelSummarizer(summarizer, attempts=2),
         middleware=[narrator, guide, _AnswerWithoutUsageNote(narrator.note), *middleware],
         max_iters=settings.max_steps,
         session_id=session_id,

@@ -190,7 +190,9 @@ class SummaryTier:
             removed=k + escalation.dropped,
             truncations=escalation.truncations,
             ref=ref,
-            attempts=result.attempts if result is not None else _attempts(error, config),
+            attempts=result.attempts
+            if result is not None
+            else _attempts(error, summary_plan.request),
             error=None if error is None else f"{type(error).__name__}: {error}",
         )
 
@@ -216,7 +218,7 @@ async def _ask(
                 else "enable compression_fallback_to_truncation to drop the oldest "
                 "messages instead, or check the summarizer model"
             )
-            attempts = _attempts(exc, config)
+            attempts = _attempts(exc, request)
             raise CompressionError(
                 f"summary generation failed after {attempts} attempt"
                 f"{'' if attempts == 1 else 's'} ({type(exc).__name__}: {exc}); the "
@@ -225,12 +227,12 @@ async def _ask(
         return None, exc
 
 
-def _attempts(error: BaseException | None, config: ContextConfig) -> int:
+def _attempts(error: BaseException | None, request: SummaryRequest) -> int:
     """Attempts a failed summarizer made: the count a structured-output error carries;
-    any other error ends the last of ``summary_attempts``."""
+    any other error ends the last of the attempts it was allowed."""
     if isinstance(error, StructuredOutputError) and error.attempts:
         return error.attempts
-    return config.summary_attempts
+    return request.max_attempts
 
 
 def _crowds_out(
@@ -274,7 +276,7 @@ def _appended(
         compressed=compressed,
         uncovered=result.uncovered,
         cut=result.cut,
-        template=config.summary_update_template,
+        template=config.layer.update_template,
         budget=sys.maxsize,
     )
     if run.counter.count_text(text) > plan.part.text:

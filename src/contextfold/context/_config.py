@@ -1,11 +1,20 @@
-"""ContextConfig: every knob of the context engine, validated."""
+"""ContextConfig: every knob of the context engine, validated, grouped by concern.
+
+The spec's ten fields (compress-context.zh, section 配置压缩, Configuring compression) keep
+their names, meanings and defaults; what goes beyond the spec is grouped: the summary
+layer (:class:`LayerConfig`), observation masking (:class:`MaskingConfig`), the saving a
+compaction must bring, what truncation keeps, and redaction. What only a model summarizer
+reads lives on :class:`~contextfold.context.ModelSummarizer`.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
@@ -14,6 +23,9 @@ __all__ = [
     "DEFAULT_SUMMARY_UPDATE_TEMPLATE",
     "MIN_TOOL_RESULT_LIMIT",
     "ContextConfig",
+    "LayerConfig",
+    "MaskingConfig",
+    "SummarizerOptions",
     "SummarySchema",
 ]
 
@@ -99,6 +111,114 @@ DEFAULT_SUMMARY_UPDATE_PROMPT = (
 """Added to the summarizer's instructions when it writes a part to append."""
 
 
+class LayerConfig(BaseModel):
+    """How compactions build the summary layer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    update: Literal["rewrite", "append"] = "append"
+    """What a compaction does with the summary already in place. ``"append"`` keeps it,
+    word for word, as the first part of the layer and adds a part that covers only the
+    newly compressed messages (``update_template``; its ledger lists only facts
+    the layer does not list yet): the provider's cache still holds the old part, so the
+    compaction writes only the new one, and the summarizer writes less. The layer stays
+    within the summary's and the ledger's budgets: when less than a third of either is
+    left, or the part could not list every fact of this compaction that a rewritten
+    ledger would, the compaction rewrites instead. ``"rewrite"`` always folds the summary
+    into one new summary. ``"append"`` was chosen by the options benchmark (BENCHMARKS.md,
+    "Options: cache-preserving compaction"): on the 44 recorded SWE-bench runs under the
+    Anthropic cache model it cost 0.8% less in total at a 16k window and 0.2% less at 32k
+    (the median run, compressed at most once, costs the same), read 0.1 point more of the
+    input from the cache at 16k, and kept every fact the grader checks."""
+
+    update_template: str = DEFAULT_SUMMARY_UPDATE_TEMPLATE
+    """How an appended part is shown; placeholders as in ``summary_template``."""
+
+    ledger_ratio: float = Field(default=0.1, ge=0, le=0.3)
+    """Share of the window the artifact ledger may take in the summary (files, commands
+    with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
+
+
+class MaskingConfig(BaseModel):
+    """Observation masking: before summarizing, try replacing old tool results (outside
+    the kept part) by a one-line placeholder naming where the whole output is saved, all
+    in one batch: no summary call, and the prefix before the first masked result stays
+    cached. The summary runs when masking cannot bring usage to halfway between reserve
+    and trigger."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_policies: dict[str, Literal["protect", "mask", "strip"]] = Field(default_factory=dict)
+    """Per tool name: ``"protect"`` keeps its results from masking, ``"strip"`` masks them
+    even in the kept part (all but the newest turn), ``"mask"`` (any tool not listed) masks
+    them outside the kept part."""
+
+
+_OLD_NAMES = {
+    "summary_update": "ContextConfig(layer=LayerConfig(update=...))",
+    "summary_update_template": "ContextConfig(layer=LayerConfig(update_template=...))",
+    "ledger_ratio": "ContextConfig(layer=LayerConfig(ledger_ratio=...))",
+    "observation_masking": "ContextConfig(masking=MaskingConfig())",
+    "tool_policies": "ContextConfig(masking=MaskingConfig(tool_policies=...))",
+    "summary_request": "ModelSummarizer(model, request=...)",
+    "summary_attempts": "ModelSummarizer(model, attempts=...)",
+    "summary_update_prompt": "ModelSummarizer(model, update_prompt=...)",
+}
+"""Beyond-spec fields of 0.1, by old name: where they are now."""
+
+_LAYER_NAMES = {
+    "summary_update": "update",
+    "summary_update_template": "update_template",
+    "ledger_ratio": "ledger_ratio",
+}
+
+
+@dataclass(frozen=True)
+class SummarizerOptions:
+    """What a config of 0.1 said about the model summarizer (deprecated spellings):
+    the engine passes it on in each :class:`SummaryRequest`."""
+
+    request: Literal["prefix", "transcript"] | None = None
+    attempts: int | None = None
+    update_prompt: str | None = None
+
+
+def _moved(data: dict[str, Any]) -> SummarizerOptions:
+    """Rewrite the old spellings in ``data`` (a ``ContextConfig``'s keywords) to their new
+    places, warning once for each; what belongs to the summarizer is returned."""
+    old = [k for k in data if k in _OLD_NAMES]
+    if not old:
+        return SummarizerOptions()
+    for name in old:
+        warnings.warn(
+            f"ContextConfig({name}=...) is deprecated and will be removed in the next "
+            f"release: use {_OLD_NAMES[name]}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    layer = data.get("layer")
+    layer_options = layer.model_dump() if isinstance(layer, LayerConfig) else dict(layer or {})
+    for name, field in _LAYER_NAMES.items():
+        if name in data:
+            layer_options[field] = data.pop(name)
+    data["layer"] = LayerConfig(**layer_options)
+    masking_on = data.pop("observation_masking", None)
+    policies = data.pop("tool_policies", None)
+    if masking_on or (masking_on is None and data.get("masking") is not None and policies):
+        data["masking"] = MaskingConfig(tool_policies=policies or {})
+    elif masking_on is False:
+        data["masking"] = None
+    attempts = data.pop("summary_attempts", None)
+    if attempts is not None and not (isinstance(attempts, int) and 1 <= attempts <= 10):
+        raise ValueError(f"summary_attempts must be an integer from 1 to 10, got {attempts!r}")
+    request = data.pop("summary_request", None)
+    if request not in (None, "prefix", "transcript"):
+        raise ValueError(f"summary_request must be 'prefix' or 'transcript', got {request!r}")
+    return SummarizerOptions(
+        request=request, attempts=attempts, update_prompt=data.pop("summary_update_prompt", None)
+    )
+
+
 class ContextConfig(BaseModel):
     """How the agent keeps its model input inside the context window.
 
@@ -154,56 +274,17 @@ class ContextConfig(BaseModel):
     summary_schema: dict[str, Any] = Field(default_factory=SummarySchema.model_json_schema)
     """JSON Schema of the structured summary."""
 
-    # Beyond compress-context.zh, section 配置压缩 (Configuring compression).
-    ledger_ratio: float = Field(default=0.1, ge=0, le=0.3)
-    """Share of the window the artifact ledger may take in the summary (files, commands
-    with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
+    # Beyond compress-context.zh, section 配置压缩 (Configuring compression), by concern.
+    layer: LayerConfig = Field(default_factory=lambda: LayerConfig())
+    """The summary layer: how a compaction updates it, and the ledger's share."""
 
-    summary_request: Literal["prefix", "transcript"] = "prefix"
-    """How a model summarizer is asked: ``"prefix"`` sends the agent's own request (same
-    system prompt, summary, context and tools) plus a trailing instruction, so a prompt
-    cache serves it as a read; ``"transcript"`` sends the folded messages as a fresh
-    transcript (the only form when the request would not fit the summarizer's window)."""
-
-    summary_update: Literal["rewrite", "append"] = "append"
-    """What a compaction does with the summary already in place. ``"append"`` keeps it,
-    word for word, as the first part of the layer and adds a part that covers only the
-    newly compressed messages (``summary_update_template``; its ledger lists only facts
-    the layer does not list yet): the provider's cache still holds the old part, so the
-    compaction writes only the new one, and the summarizer writes less. The layer stays
-    within the summary's and the ledger's budgets: when less than a third of either is
-    left, or the part could not list every fact of this compaction that a rewritten
-    ledger would, the compaction rewrites instead. ``"rewrite"`` always folds the summary
-    into one new summary. ``"append"`` was chosen by the options benchmark (BENCHMARKS.md,
-    "Options: cache-preserving compaction"): on the 44 recorded SWE-bench runs under the
-    Anthropic cache model it cost 0.8% less in total at a 16k window and 0.2% less at 32k
-    (the median run, compressed at most once, costs the same), read 0.1 point more of the
-    input from the cache at 16k, and kept every fact the grader checks."""
-
-    summary_update_template: str = DEFAULT_SUMMARY_UPDATE_TEMPLATE
-    """How an appended part is shown; placeholders as in ``summary_template``."""
-
-    summary_update_prompt: str = DEFAULT_SUMMARY_UPDATE_PROMPT
-    """Added to the summarizer's instructions when it writes a part to append."""
-
-    observation_masking: bool = False
-    """Before summarizing, try replacing old tool results (outside the kept part) by a
-    one-line placeholder naming where the whole output is saved, all in one batch: no
-    summary call, and the prefix before the first masked result stays cached. The summary
-    runs when masking cannot bring usage to halfway between reserve and trigger."""
-
-    tool_policies: dict[str, Literal["protect", "mask", "strip"]] = Field(default_factory=dict)
-    """Per tool name: ``"protect"`` keeps its results from masking, ``"strip"`` masks them
-    even in the kept part (all but the newest turn), ``"mask"`` (any tool not listed) masks
-    them outside the kept part."""
+    masking: MaskingConfig | None = None
+    """Observation masking before any summary; ``None`` (the default) is off."""
 
     min_compaction_saving: float = Field(default=0.0, ge=0, lt=1)
     """An automatic compaction that would free less than this share of the window is
     skipped (the context is left as it is until the next step), so a compaction always
     pays for the cache it breaks. 0 compacts whenever over the trigger."""
-
-    summary_attempts: int = Field(default=3, ge=1, le=10)
-    """Summary generation attempts before fallback."""
 
     truncation_keep: Literal["head_tail", "head"] = "head_tail"
     """What a truncated tool result keeps: its head and tail (default, since errors and
@@ -214,6 +295,18 @@ class ContextConfig(BaseModel):
     truncated tool results, the summarizer's request); ``None`` keeps content as it is.
     ``contextfold.context.redact_credentials`` masks common credential shapes. The live
     context is not changed: the model has seen it already."""
+
+    _summarizer: SummarizerOptions = PrivateAttr(default_factory=SummarizerOptions)
+
+    def __init__(self, **data: Any) -> None:
+        summarizer = _moved(data)
+        super().__init__(**data)
+        self._summarizer = summarizer
+
+    @property
+    def summarizer_options(self) -> SummarizerOptions:
+        """What this config said about the model summarizer under a deprecated name."""
+        return self._summarizer
 
     @model_validator(mode="after")
     def _reserve_below_trigger(self) -> ContextConfig:
@@ -237,3 +330,31 @@ class ContextConfig(BaseModel):
                 f"trigger_ratio ({self.trigger_ratio}): usage hints must start before "
                 "automatic compression does"
             )
+
+    def __getattr__(self, name: str) -> Any:
+        # Reads of the old spellings, for one release (pydantic calls this only for names
+        # it does not know).
+        if name in _OLD_NAMES:
+            warnings.warn(
+                f"ContextConfig.{name} is deprecated and will be removed in the next "
+                f"release: use {_OLD_NAMES[name]}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return _old_value(self, name)
+        return super().__getattr__(name)  # type: ignore[misc]
+
+
+def _old_value(config: ContextConfig, name: str) -> Any:
+    if name in _LAYER_NAMES:
+        return getattr(config.layer, _LAYER_NAMES[name])
+    if name == "observation_masking":
+        return config.masking is not None
+    if name == "tool_policies":
+        return dict(config.masking.tool_policies) if config.masking is not None else {}
+    options = config.summarizer_options
+    if name == "summary_request":
+        return options.request or "prefix"
+    if name == "summary_attempts":
+        return options.attempts or 3
+    return options.update_prompt or DEFAULT_SUMMARY_UPDATE_PROMPT

@@ -1,7 +1,7 @@
 """SummaryLayer: the middle layer of the model input as one typed, portable value.
 
 The summary layer (context-management.zh, section 概述, Overview) is what a compaction
-leaves of the history it folded: one or more rendered parts (``summary_update="append"``
+leaves of the history it folded: one or more rendered parts (``LayerConfig(update="append")``
 adds a part per compaction, so the prefix a provider cached ends on a part boundary), the
 artifact ledger the next compaction merges into, the fields the summarizer wrote, and
 where the folded messages were offloaded. Everything that stores, sends or restores the
@@ -58,7 +58,7 @@ def summary_budget(config: ContextConfig, size: int) -> int:
 
 def ledger_budget(config: ContextConfig, size: int) -> int:
     """Tokens the ledger may take: ``ledger_ratio`` of the window, within the summary's."""
-    return min(int(config.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
+    return min(int(config.layer.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
 
 
 @dataclass(frozen=True)
@@ -244,10 +244,10 @@ class SummaryLayer:
         self, config: ContextConfig, size: int, counter: TokenCounter
     ) -> PartBudget | None:
         """What a part appended to this layer may take, or ``None`` when the next
-        compaction rewrites it instead: ``summary_update="rewrite"``, or less than a third
+        compaction rewrites it instead: ``LayerConfig(update="rewrite")``, or less than a third
         of the layer's budget (or of the ledger's) left. The layer as a whole stays within
         both budgets, as one rewritten summary does."""
-        if config.summary_update != "append":
+        if config.layer.update != "append":
             return None
         budget = summary_budget(config, size)
         room = budget - self.tokens(counter)

@@ -6,7 +6,7 @@ what the compressed messages touched: files, the commands run with their exit st
 lines, function and class names, identifiers from the user's messages and the user's
 constraints. The ledger is merged across chained compactions (an item seen again counts as
 used again and as recent), ranked by recency then use, and rendered within a token budget
-(``ContextConfig.ledger_ratio`` of the window); what falls out stays in the offloaded
+(``LayerConfig.ledger_ratio`` of the window); what falls out stays in the offloaded
 messages, where the read-back tools find it. It rides in the summary message's metadata, so
 it survives a fallback to truncation too. The facts are found by :mod:`._facts` (its
 :func:`extract_ledger` is re-exported here), which the extractive summarizer shares; this

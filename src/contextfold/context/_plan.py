@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from .._logging import logger
-from ..message import HintBlock, Msg
+from ..message import Msg
 from ..token import TokenCounter
 from ._config import ContextConfig
 from ._facts import extract_ledger
@@ -37,9 +37,9 @@ class SummaryPlan:
     """What the summary tier asks and how it builds the new layer."""
 
     request: SummaryRequest
-    """The summarizer's request (with the update hint when a part is appended)."""
+    """The summarizer's request (``previous_stays`` when a part is appended)."""
     rewrite: SummaryRequest
-    """The request when the layer is rewritten after all (the caller's hints only)."""
+    """The request when the layer is rewritten after all."""
     ledger: ArtifactLedger
     """The layer's whole ledger, as a rewrite (or a fallback) lists it."""
     part: PartBudget | None
@@ -133,12 +133,12 @@ def plan_compaction(
         k = choose_split(tokens, safe, sum(tokens) // 2)
     k = min(k, protect)
     plan = CompactionPlan(request, usage, snapshot, k, None, None, previous, started)
-    if config.observation_masking and request.trigger != "tool":
+    if config.masking is not None and request.trigger != "tool":
         masking = plan_masking(
             snapshot,
             k=k,
             protect=protect,
-            policies=config.tool_policies,
+            policies=config.masking.tool_policies,
             total=usage.total,
             goal=(config.trigger_ratio + config.reserve_ratio) / 2 * size,
             counter=counter,
@@ -153,7 +153,7 @@ def plan_compaction(
         return None
     base = (
         _summary_prefix(prefix, last_sent, snapshot, k)
-        if config.summary_request == "prefix"
+        if config.summarizer_options.request != "transcript"
         else None
     )
     return replace(
@@ -186,9 +186,7 @@ def _summary_plan(
         None if part is None else part_ledger(earlier, found, counter, part.ledger, rewrite=ledger)
     )
     caller_hints = () if request.instructions is None else (request.instructions,)
-    hints: tuple[HintBlock, ...] = caller_hints
-    if ledgers is not None:
-        hints = (HintBlock(hint=config.summary_update_prompt), *caller_hints)
+    options = config.summarizer_options
     summary_request = SummaryRequest(
         messages=folded,
         previous=previous.msg if previous is not None else None,
@@ -196,15 +194,16 @@ def _summary_plan(
             config.compression_prompt,
             {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
         ),
-        hints=hints,
+        hints=caller_hints,
         schema=config.summary_schema,
-        max_attempts=config.summary_attempts,
+        max_attempts=options.attempts or 3,
         prefix=base,
         previous_stays=ledgers is not None,
+        update_prompt=options.update_prompt,
     )
     return SummaryPlan(
         request=summary_request,
-        rewrite=replace(summary_request, hints=caller_hints, previous_stays=False),
+        rewrite=replace(summary_request, previous_stays=False),
         ledger=ledger,
         part=part,
         part_ledgers=ledgers,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..message import (
     MARKER_KEY,
@@ -35,6 +35,7 @@ from ..message import (
 )
 from ..model import ChatModelBase
 from ..token import TokenCounter
+from ._config import DEFAULT_SUMMARY_UPDATE_PROMPT
 from ._cut import HeadTailCut
 from ._layer import SummaryLayer, is_summary
 from ._types import ModelInput
@@ -78,13 +79,18 @@ class SummaryRequest:
     schema: dict[str, Any]
     """JSON Schema the fields must satisfy (``ContextConfig.summary_schema``)."""
     max_attempts: int = 3
-    """Attempts a summarizer that can fail may make (``ContextConfig.summary_attempts``)."""
+    """Attempts a summarizer that can fail may make (``ModelSummarizer(attempts=...)``
+    overrides it)."""
     prefix: ModelInput | None = None
     """The request the agent was about to send, when the compression runs before a step:
     a summarizer on the agent's model can reuse it as a cached prefix."""
     previous_stays: bool = False
-    """The previous summary stays in the layer word for word (``summary_update="append"``):
-    the fields cover only what ``messages`` add to it."""
+    """The previous summary stays in the layer word for word (``LayerConfig(update=
+    "append")``): the fields cover only what ``messages`` add to it."""
+    update_prompt: str | None = None
+    """What a model summarizer tells its model when ``previous_stays``, when the config
+    said so (the deprecated ``ContextConfig.summary_update_prompt``); ``None``: the
+    summarizer's own."""
 
     @property
     def previous_fields(self) -> Mapping[str, Any] | None:
@@ -168,20 +174,42 @@ class SummaryPrompt:
 class ModelSummarizer:
     """A chat model writes the summary.
 
-    When the request carries the agent's own prefix (``ContextConfig.summary_request`` is
-    ``"prefix"``, the default) and it fits this model's window, the summary request *is*
+    When the request carries the agent's own prefix (``request="prefix"``, the default)
+    and it fits this model's window, the summary request *is*
     that request plus one trailing instruction: same system prompt, summary, context and
     tools, so a provider's prompt cache (or llama.cpp's KV cache) serves it as a read, and
     the JSON answer comes as text. Otherwise the messages are rendered as a transcript,
     trimmed oldest first to fit the window (room is left for the answer, a tenth of the
     window, and the tool schema; what was left out is reported in
     :attr:`SummaryResult.uncovered`), and the answer is a forced tool call. Invalid output
-    is retried with the validation error fed back, up to ``request.max_attempts``
-    attempts in all.
+    is retried with the validation error fed back, up to ``attempts`` attempts in all (or
+    the request's ``max_attempts``). When the summary in place stays (``previous_stays``),
+    ``update_prompt`` tells the model to write only what the new messages add.
     """
 
-    def __init__(self, model: ChatModelBase) -> None:
+    def __init__(
+        self,
+        model: ChatModelBase,
+        *,
+        request: Literal["prefix", "transcript"] = "prefix",
+        attempts: int | None = None,
+        update_prompt: str = DEFAULT_SUMMARY_UPDATE_PROMPT,
+    ) -> None:
+        if request not in ("prefix", "transcript"):
+            raise ValueError(f"request must be 'prefix' or 'transcript', got {request!r}")
+        if attempts is not None and not 1 <= attempts <= 10:
+            raise ValueError(f"attempts must be from 1 to 10, got {attempts}")
         self.model = model
+        self.request = request
+        """``"prefix"`` sends the agent's own request (same system prompt, summary, context
+        and tools) plus a trailing instruction, so a prompt cache serves it as a read;
+        ``"transcript"`` sends the folded messages as a fresh transcript (the only form
+        when the request would not fit this model's window)."""
+        self.attempts = attempts
+        """Attempts before the engine falls back (``None``: the request's, 3 by default)."""
+        self.update_prompt = update_prompt
+        """Added to the instructions when the summary in place stays and only a part for
+        the new messages is written."""
 
     def __repr__(self) -> str:
         return f"ModelSummarizer({self.model.model_name!r})"
@@ -189,12 +217,13 @@ class ModelSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """The fields, by one structured-output call with retries."""
         prompt = self.prompt(request)
+        attempts = self.attempts if self.attempts is not None else request.max_attempts
         output = await self.model.structured_output(
             prompt.messages,
             request.schema,
             name=SUMMARY_TOOL,
             description="Write the structured summary of the conversation.",
-            max_attempts=request.max_attempts,
+            max_attempts=attempts,
             # Any failure of an attempt (an empty answer, a provider error that survived
             # the model's own retries) uses one up; the summary falls back after the last.
             retry_on=(Exception,),
@@ -209,6 +238,11 @@ class ModelSummarizer:
 
     def prompt(self, request: SummaryRequest) -> SummaryPrompt:
         """The request this summarizer sends first (the agent's prefix, or a transcript)."""
+        if self.request == "transcript":
+            request = replace(request, prefix=None)
+        if request.previous_stays:
+            hint = HintBlock(hint=request.update_prompt or self.update_prompt)
+            request = replace(request, hints=(hint, *request.hints))
         return summary_prompt(request, self.model.token_counter, self.model.context_size)
 
 
