@@ -88,8 +88,8 @@ async def test_marked_result_cut_by_escalation_is_not_offloaded() -> None:
         target=600,
         counter=engine.counter,
         truncator=ToolResultTruncator(engine.counter, limit=3000, keep="head_tail"),
-        offload_result=engine._offload_result,
-        offload_context=engine._offload_context,
+        offload_result=engine._offload.result,
+        offload_context=engine._offload.context,
     )
     (event,) = escalation.truncations
     assert event.offload_ref is None

@@ -15,21 +15,17 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import cast
 
 from .._logging import logger
-from .._structural import implements
 from ..message import (
     ContentBlock,
-    DataBlock,
     HintBlock,
     Msg,
     ToolResultBlock,
     ToolSpec,
-    is_readback,
 )
 from ..token import TokenCounter
-from ..workspace import DataOffloader, Offloader
+from ..workspace import Offloader
 from ._accounting import Accounts
 from ._compaction import CompactionTier, Execution, Outcome, default_tiers
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
@@ -37,8 +33,8 @@ from ._extractive import ExtractiveSummarizer
 from ._hint import HINT_NAME, usage_hint
 from ._images import ImageLimit
 from ._layer import SummaryLayer
+from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
-from ._redact import redact_messages, redact_tool_result
 from ._summarizer import Summarizer
 from ._trim import ToolResultTruncator, replace_content, truncation_event
 from ._types import (
@@ -98,8 +94,7 @@ class ContextEngine:
         self.context_size = context_size
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.config = config or ContextConfig()
-        self.offloader = offloader
-        self.session_id = session_id
+        self._offload = SessionOffload(offloader, session_id, lambda: self.config.redact)
         self.on_event = on_event
         self.compression_hook = compression_hook
         self.tiers: tuple[CompactionTier, ...] = tuple(tiers or default_tiers())
@@ -114,6 +109,24 @@ class ContextEngine:
         self._accounts = Accounts(counter, context_size)
         self._lock = asyncio.Lock()
         self._last_sent: ModelInput | None = None  # the last input built (without a note)
+
+    @property
+    def offloader(self) -> Offloader | None:
+        """Where what leaves the context is saved."""
+        return self._offload.offloader
+
+    @offloader.setter
+    def offloader(self, offloader: Offloader | None) -> None:
+        self._offload.offloader = offloader
+
+    @property
+    def session_id(self) -> str:
+        """The session the offloads are saved under."""
+        return self._offload.session_id
+
+    @session_id.setter
+    def session_id(self, session_id: str) -> None:
+        self._offload.session_id = session_id
 
     @property
     def summary(self) -> Msg | None:
@@ -180,7 +193,7 @@ class ContextEngine:
             if isinstance(block, ToolResultBlock):
                 tokens = truncator.tokens(block)
                 if tokens > truncator.limit:
-                    ref = await self._offload_result(block)
+                    ref = await self._offload.result(block)
                     cut = truncator.cut(block, ref=ref)
                     events.append(truncation_event(block, tokens, cut, self.counter, ref))
                     new_blocks.append(cut)
@@ -319,17 +332,12 @@ class ContextEngine:
             start=self._start,
             limit=self.config.max_image_num,
             counter=self.counter,
-            persist=self._persist_image,
+            persist=self._offload.image,
             adjust=adjust,
         )
         if event is not None:
             event.tokens_before, event.tokens_after = before, self._context_tokens
             await self._emit(event)
-
-    async def _persist_image(self, block: DataBlock) -> str | None:
-        if implements(self.offloader, DataOffloader):
-            return await cast(DataOffloader, self.offloader).offload_data(self.session_id, block)
-        return None
 
     # -- compaction -----------------------------------------------------------------
 
@@ -374,8 +382,8 @@ class ContextEngine:
             counter=self.counter,
             context_size=self.context_size,
             summarizer=self.summarizer,
-            offload_result=self._offload_result,
-            offload_context=self._offload_context,
+            offload_result=self._offload.result,
+            offload_context=self._offload.context,
             live=lambda: self._context,
         )
         for tier in self.tiers:
@@ -428,23 +436,7 @@ class ContextEngine:
             await self._emit(event)
         return event
 
-    # -- offload and events ---------------------------------------------------------
-
-    async def _offload_context(self, msgs: list[Msg]) -> str | None:
-        if self.offloader is None or not msgs:
-            return None
-        if self.config.redact is not None:
-            msgs = redact_messages(msgs, self.config.redact)
-        return await self.offloader.offload_context(self.session_id, msgs)
-
-    async def _offload_result(self, block: ToolResultBlock) -> str | None:
-        # A read-back result is workspace content already: offloading it would copy it
-        # again, and each later Read of the copy could be copied once more.
-        if self.offloader is None or is_readback(block):
-            return None
-        if self.config.redact is not None:
-            block = redact_tool_result(block, self.config.redact)
-        return await self.offloader.offload_tool_result(self.session_id, block)
+    # -- events -------------------------------------------------------------------
 
     async def _emit(self, event: ContextEvent) -> None:
         # The JSON is built only when it is logged: a usage hint is emitted every step.
