@@ -1,0 +1,119 @@
+"""SummaryLayer: one typed value for the summary, converted to and from a message and a
+JSON document exactly, and the only code that reads the summary's metadata."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextfold import MessageFormatError
+from contextfold.context import ArtifactLedger, SummaryLayer, is_summary
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "contextfold"
+LAYER_MODULE = SRC / "context" / "_layer.py"
+_KEYS = {"ledger", "fields", "refs"}
+
+texts = st.text(min_size=1, max_size=40)
+facts = st.lists(
+    st.tuples(st.sampled_from(["file", "command", "error", "symbol"]), texts), max_size=6
+)
+layers = st.builds(
+    SummaryLayer,
+    parts=st.lists(texts, min_size=1, max_size=4).map(tuple),
+    ledger=facts.map(lambda found: ArtifactLedger().merge(found)),
+    fields=st.none() | st.dictionaries(st.sampled_from(["a", "b", "c"]), texts, max_size=3),
+    refs=st.lists(texts, max_size=3).map(tuple),
+)
+
+
+@given(layers)
+def test_a_layer_reads_back_from_its_json_document(layer: SummaryLayer) -> None:
+    document = json.loads(json.dumps(layer.to_json()))
+    assert SummaryLayer.from_json(document) == layer
+
+
+@given(layers)
+def test_a_layer_reads_back_from_its_message(layer: SummaryLayer) -> None:
+    msg = layer.to_msg()
+    assert is_summary(msg)
+    assert SummaryLayer.from_msg(msg) == layer
+    assert SummaryLayer.from_msg(msg).msg is msg  # the caller's message, its cached counts
+
+
+@given(layers, texts)
+def test_appending_keeps_every_earlier_part_word_for_word(layer: SummaryLayer, text: str) -> None:
+    grown = layer.appended(text, ledger=layer.ledger, fields=None, ref="ref")
+    assert grown.parts[:-1] == layer.parts
+    assert grown.parts[-1] == text
+    assert grown.refs == (*layer.refs, "ref")
+
+
+@pytest.mark.parametrize(
+    ("document", "complaint"),
+    [
+        ([], "JSON object"),
+        ({"version": 9, "parts": ["a"]}, "version"),
+        ({"version": 1, "parts": []}, "parts"),
+        ({"version": 1, "parts": ["a", 3]}, "parts"),
+        ({"version": 1, "parts": ["a"], "fields": "x"}, "fields"),
+        ({"version": 1, "parts": ["a"], "refs": [1]}, "refs"),
+        ({"version": 1, "parts": ["a"], "ledger": {"entries": "x"}}, "ledger"),
+    ],
+)
+def test_a_malformed_document_is_refused_naming_what_is_wrong(
+    document: object, complaint: str
+) -> None:
+    with pytest.raises(MessageFormatError, match=complaint):
+        SummaryLayer.from_json(document)  # type: ignore[arg-type]
+
+
+def metadata_readers(source: str) -> list[str]:
+    """Places in ``source`` that read or write a summary's metadata keys, or make a
+    summary marker, by hand."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "SUMMARY":
+            found.append(f"line {node.lineno}: Marker.SUMMARY")
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop", "setdefault")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key = node.args[0].value
+        if key in _KEYS and "metadata" in ast.unparse(node):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_but_the_layer_reads_the_summary_metadata() -> None:
+    # The marker itself is the message layer's (message/ defines it and its validity
+    # rules find the summary by it); everything else asks SummaryLayer or is_summary.
+    offenders = {
+        str(path.relative_to(SRC)): metadata_readers(path.read_text())
+        for path in SRC.rglob("*.py")
+        if path != LAYER_MODULE and path.parent.name != "message"
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+@pytest.mark.parametrize(
+    "bypass",
+    [
+        'fields = msg.metadata.get("fields")',
+        'ledger = summary.metadata["ledger"]',
+        'msg.metadata["refs"] = []',
+        "is_it = marker_of(msg) is Marker.SUMMARY",
+    ],
+)
+def test_the_metadata_check_catches_a_bypass(bypass: str) -> None:
+    assert metadata_readers(bypass) != []
