@@ -137,11 +137,13 @@ async def test_compress_tool_folds_history_mid_turn_with_the_real_engine() -> No
     )
     assert (await agent.reply("go")).text == "done"
     result = model.requests[4].messages[-1].tool_results[0]
-    assert result.text().startswith("Compressed 7 earlier messages")
+    # The user's request in progress ("go") is kept, not folded: 6 of the 7 earlier.
+    assert result.text().startswith("Compressed 6 earlier messages")
     assert agent.summary is not None
     last = model.requests[4].messages
     assert last[1].id == agent.summary.id
     assert [(m.role, len(m.tool_calls), len(m.tool_results)) for m in last[2:]] == [
+        ("user", 0, 0),
         ("assistant", 1, 0),
         ("user", 0, 1),
     ]

@@ -248,10 +248,13 @@ async def test_artifact_ledger_keeps_what_the_summarizer_forgot() -> None:
 async def test_artifact_ledger_survives_the_fallback() -> None:
     engine, _ = make_engine([BOOM] * 3)
     engine.append(user("Please fix /repo/src/parser.py"))
-    await fill(engine, 16)
+    await fill(engine, 8)
+    engine.append(current := user("Then run the whole suite."))
+    await fill(engine, 8)
     await engine.prepare("sys", [])
     assert engine.summary is not None
     assert "/repo/src/parser.py" in engine.summary.text
+    assert engine.context[0] is current  # the request in progress is never folded
 
 
 async def test_compression_event_reports_tokens_and_what_left() -> None:

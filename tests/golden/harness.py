@@ -14,7 +14,9 @@ were spliced into its ``{context_to_preserve}``), ``langchain`` and ``pydantic-a
 summary item carries the layer's JSON document instead of the message's metadata: what
 the model is sent is unchanged) and ``openai-agents`` (a summary of several parts is sent
 as one ``input_text`` per part, so it reads back part for part). ``agent-append`` and
-``agent-rewrite`` are byte-identical to fc7b2cc.
+``agent-rewrite`` are byte-identical to fc7b2cc. Issue 26 changed all six: the user's
+request in progress is kept, verbatim, at the head of the kept context instead of being
+folded (before, it was missing from 15 of 26 of the agent's requests).
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ SCENARIOS = {
 }
 
 
-async def agent_scenario(name: str) -> dict[str, Any]:
+async def agent_scenario(name: str, turns: list[int] | None = None) -> dict[str, Any]:
+    """``turns``, when given, receives the turn of each agent request, in order."""
     mode, template = SCENARIOS[name]
     model, summary_model = _agent_model(), _summarizer_model()
     toolkit = Toolkit()
@@ -175,6 +178,8 @@ async def agent_scenario(name: str) -> dict[str, Any]:
             Msg("user", f"Check service {turn} and report its error.", "user")
         )
         replies.append(reply.text)
+        if turns is not None:
+            turns.extend([turn] * (len(model.requests) - len(turns)))
     return _scrub(
         {
             "replies": replies,
@@ -223,7 +228,7 @@ def _codec(framework: str) -> tuple[Any, bool, Callable[[list[Any]], Any]]:
 FRAMEWORKS = ("langchain", "pydantic-ai", "openai-agents")
 
 
-async def folder_scenario(framework: str) -> dict[str, Any]:
+async def folder_scenario(framework: str, turns: list[int] | None = None) -> dict[str, Any]:
     """A framework's loop around the ``HistoryFolder`` and its real codec: the framework
     holds the history (the folded one, or its own), the scripted model answers what the
     folder sent, tool results come back as the framework's items."""
@@ -247,6 +252,8 @@ async def folder_scenario(framework: str) -> dict[str, Any]:
         for _ in range(CALLS_PER_TURN + 1):
             folded = await folder.fold(history, SYSTEM)
             requests.append(dump(folded.request))
+            if turns is not None:
+                turns.append(turn)
             sent = [m for m, _ in codec.to_msgs(folded.request)]
             response = await model.generate([Msg("system", SYSTEM, "system"), *sent])
             answer = Msg("assistant", response.content, "assistant")

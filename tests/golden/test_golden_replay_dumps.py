@@ -5,7 +5,9 @@ The digests were recorded on fc7b2cc before the engine was restructured (issue 2
 ``none`` dumps are byte-identical to fc7b2cc. The ``extractive`` dumps changed once, on
 purpose, when the extractive summarizer took its errors, files and functions from the
 ledger's extractor (one extractor, issue 25 point 4): 36 of 44 runs at 16k and 13 of 44 at
-32k (those that compact). The compression prompt's time stamp is blanked.
+32k (those that compact). Then once more when the user's request in progress stopped
+being folded (issue 26): the task of each run stays in the context, verbatim, after every
+compaction. The compression prompt's time stamp is blanked.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class SummaryTier:
         layer: SummaryLayer | None = None
         previous = plan.previous
         if result is not None and summary_plan.part_ledgers is not None and previous is not None:
-            layer = _appended(result, previous, summary_plan, ref, k, config, run)
+            layer = _appended(result, previous, summary_plan, ref, len(compressed), config, run)
             kept_now = [*snapshot[k:], *appended]
             if layer is not None and _crowds_out(layer, kept_now, usage, config, run.counter):
                 layer = None
@@ -170,12 +170,16 @@ class SummaryTier:
                 # matter most, so the summary is rewritten instead.
                 result, error = await _ask(run.summarizer, summary_plan.rewrite, plan)
         if layer is None:
-            layer = _rewritten(result, error, previous, summary_plan.ledger, ref, k, config, run)
+            layer = _rewritten(
+                result, error, previous, summary_plan.ledger, ref, len(compressed), config, run
+            )
         kept = [*snapshot[k:], *appended]
         kept_tokens = [run.counter.count_message(m) for m in kept]
+        request = plan.request_msg  # the current request stays ahead of what is kept
         escalation = await run.escalate(
             kept,
-            summary_tokens=layer.tokens(run.counter),
+            summary_tokens=layer.tokens(run.counter)
+            + sum(run.counter.count_message(m) for m in request),
             usage=usage,
             config=config,
             keep_from=protected_start(kept, kept_tokens, usage, config, run.counter),
@@ -184,10 +188,10 @@ class SummaryTier:
             layer = layer.with_note(escalation.note)
         return Outcome(
             "summary" if result is not None else "truncation",
-            escalation.context,
+            [*request, *escalation.context],
             consumed=len(snapshot) + len(appended),
             layer=layer,
-            removed=k + escalation.dropped,
+            removed=k - len(request) + escalation.dropped,
             truncations=escalation.truncations,
             ref=ref,
             attempts=result.attempts

@@ -408,6 +408,8 @@ class ContextEngine:
         if outcome.layer is not None:
             self._layer = outcome.layer
         self._start += outcome.removed
+        if plan.kept_request is not None:
+            self._images.reindex(self._start, self._context)
         self._images.prune(self._start)
         event: CompressionEvent | None = None
         if outcome.method != "cut":

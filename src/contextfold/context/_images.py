@@ -37,6 +37,13 @@ class ImageLimit:
             self._index.append([position, images])
             self.total += images
 
+    def reindex(self, start: int, context: list[Msg]) -> None:
+        """Index ``context`` afresh, its first message at absolute position ``start`` (a
+        compaction moved a kept message ahead of others)."""
+        self.clear()
+        for i, msg in enumerate(context):
+            self.note(start + i, msg)
+
     def prune(self, start: int) -> None:
         """Forget images of messages before absolute position ``start`` (compressed)."""
         while self._index and self._index[0][0] < start:

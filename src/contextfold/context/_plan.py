@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from .._logging import logger
-from ..message import Msg
+from ..message import Msg, marker_of
 from ..token import TokenCounter
 from ._config import ContextConfig
 from ._facts import extract_ledger
@@ -67,11 +67,32 @@ class CompactionPlan:
     """The layer in place."""
     started: float
     """``time.monotonic()`` when the compaction started."""
+    kept_request: int | None = None
+    """The user's current request, when it sits before ``split``: it is not folded but
+    kept, verbatim, at the head of the kept context."""
 
     @property
     def folded(self) -> list[Msg]:
         """The messages this compaction folds, as they are (unredacted)."""
-        return list(self.snapshot[: self.split])
+        return [m for i, m in enumerate(self.snapshot[: self.split]) if i != self.kept_request]
+
+    @property
+    def request_msg(self) -> list[Msg]:
+        """The kept current request, as a list of zero or one message."""
+        return [] if self.kept_request is None else [self.snapshot[self.kept_request]]
+
+
+def current_request(msgs: Sequence[Msg]) -> int | None:
+    """Where the user's newest request is: the last user message that is the user's own
+    words (text or data, no tool results, no engine note), or ``None``."""
+    for i in range(len(msgs) - 1, -1, -1):
+        msg = msgs[i]
+        if msg.role == "assistant" or msg.role == "system":
+            continue
+        if msg.tool_results or marker_of(msg) is not None:
+            continue
+        return i
+    return None
 
 
 def newest_turn(msgs: Sequence[Msg]) -> int:
@@ -132,7 +153,8 @@ def plan_compaction(
     if k == 0 and request.force:
         k = choose_split(tokens, safe, sum(tokens) // 2)
     k = min(k, protect)
-    plan = CompactionPlan(request, usage, snapshot, k, None, None, previous, started)
+    kept = _kept_request(snapshot, tokens, safe, k, config, size)
+    plan = CompactionPlan(request, usage, snapshot, k, None, None, previous, started, kept)
     if config.masking is not None and request.trigger != "tool":
         masking = plan_masking(
             snapshot,
@@ -147,9 +169,8 @@ def plan_compaction(
             return replace(plan, masking=masking)
     if k == 0:
         return plan
-    if request.trigger == "auto" and _too_little_freed(
-        tokens[:k], usage, previous, config, counter
-    ):
+    folding = [n for i, n in enumerate(tokens[:k]) if i != kept]
+    if request.trigger == "auto" and _too_little_freed(folding, usage, previous, config, counter):
         return None
     base = (
         _summary_prefix(prefix, last_sent, snapshot, k)
@@ -158,8 +179,26 @@ def plan_compaction(
     )
     return replace(
         plan,
-        summary=_summary_plan(request, snapshot[:k], previous, base, redact, counter, size),
+        summary=_summary_plan(request, plan.folded, previous, base, redact, counter, size),
     )
+
+
+def _kept_request(
+    snapshot: Sequence[Msg],
+    tokens: Sequence[int],
+    safe: Sequence[bool],
+    k: int,
+    config: ContextConfig,
+    size: int,
+) -> int | None:
+    """The current request's index when it would be folded and can be kept instead: the
+    turn in progress is the user's, whatever ``reserve_ratio`` says. Not when keeping it
+    would separate a call from its result, or when it alone is over the summary's budget
+    (a pasted file: it is folded, offloaded and read back like any long message)."""
+    u = current_request(snapshot)
+    if u is None or u >= k or not (safe[u] and safe[u + 1]):
+        return None
+    return u if tokens[u] <= summary_budget(config, size) else None
 
 
 def _summary_plan(
