@@ -7,49 +7,39 @@ purpose, when the extractive summarizer took its errors, files and functions fro
 ledger's extractor (one extractor, issue 25 point 4): 36 of 44 runs at 16k and 13 of 44 at
 32k (those that compact). Then once more when the user's request in progress stopped
 being folded (issue 26): the task of each run stays in the context, verbatim, after every
-compaction. The compression prompt's time stamp is blanked.
+compaction. The compression prompt states the time, whose tokens decide where a few
+requests are cut: it is fixed here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
+
+import contextfold.context._plan as plan
+from contextfold.cli._replay import replay
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "data" / "trajectories" / "swebench-verified-gemini3pro"
 DIGESTS = Path(__file__).parent / "replay_digests.json"
-_TIME = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 CONFIGS = [(16000, "none"), (16000, "extractive"), (32000, "none"), (32000, "extractive")]
 
 
 def dump_digests(out: Path, context_size: int, summarizer: str) -> dict[str, str]:
     """Replay every run, dumping each request as sent; a digest per run's dump."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from contextfold.cli import main; main()",
-            "replay",
-            str(RUNS),
-            "-c",
-            str(context_size),
-            "-s",
-            summarizer,
-            "--dump-requests",
-            str(out),
-            "-q",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    app = typer.Typer(add_completion=False)
+    app.command()(replay)
+    app.command("unused")(lambda: None)  # two commands: the first is addressed by name
+    args = ["replay", str(RUNS), "-c", str(context_size), "-s", summarizer]
+    result = CliRunner().invoke(app, [*args, "--dump-requests", str(out), "-q"])
+    assert result.exit_code == 0, result.output
     return {
-        path.name: hashlib.sha256(_TIME.sub(b"<time>", path.read_bytes())).hexdigest()
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(out.glob("*.jsonl"))
     }
 
@@ -57,10 +47,22 @@ def dump_digests(out: Path, context_size: int, summarizer: str) -> dict[str, str
 @pytest.mark.slow
 @pytest.mark.parametrize(("context_size", "summarizer"), CONFIGS)
 def test_replay_request_dumps_are_unchanged(
-    context_size: int, summarizer: str, tmp_path: Path
+    context_size: int, summarizer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(plan, "current_time", lambda: "2026-12-01 12:00:00 UTC")
     expected = json.loads(DIGESTS.read_text())[f"{context_size}-{summarizer}"]
     found = dump_digests(tmp_path, context_size, summarizer)
     assert len(found) == 44
     changed = sorted(name for name, digest in found.items() if expected.get(name) != digest)
     assert changed == [], f"{len(changed)} dumps changed, first: {changed[:3]}"
+
+
+if __name__ == "__main__":  # python -m tests.golden.test_golden_replay_dumps: record anew
+    import tempfile
+
+    plan.current_time = lambda: "2026-12-01 12:00:00 UTC"  # type: ignore[assignment]
+    recorded = {}
+    for size, name in CONFIGS:
+        with tempfile.TemporaryDirectory() as tmp:
+            recorded[f"{size}-{name}"] = dump_digests(Path(tmp), size, name)
+    DIGESTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")

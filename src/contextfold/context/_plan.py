@@ -82,6 +82,11 @@ class CompactionPlan:
         return [] if self.kept_request is None else [self.snapshot[self.kept_request]]
 
 
+def current_time() -> str:
+    """The time the compression prompt states (``{current_time}``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def current_request(msgs: Sequence[Msg]) -> int | None:
     """Where the user's newest request is: the last user message that is the user's own
     words (text or data, no tool results, no engine note), or ``None``."""
@@ -231,7 +236,7 @@ def _summary_plan(
         previous=previous.msg if previous is not None else None,
         instructions=safe_format(
             config.compression_prompt,
-            {"current_time": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")},
+            {"current_time": current_time()},
         ),
         hints=caller_hints,
         schema=config.summary_schema,
