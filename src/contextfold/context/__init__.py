@@ -40,6 +40,7 @@ from ._layer import SUMMARY_NAME, PartBudget, SummaryLayer, is_summary
 from ._ledger import ArtifactLedger, extract_ledger
 from ._plan import CompactionPlan, SummaryPlan
 from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
+from ._state import EngineState
 from ._summarizer import (
     SUMMARY_ASK,
     ModelSummarizer,
@@ -101,6 +102,7 @@ __all__ = [
     "ContextUsage",
     "CutKeptTier",
     "EmptySummarizer",
+    "EngineState",
     "Execution",
     "ExtractiveSummarizer",
     "ImageRemovalEvent",

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .._logging import logger
@@ -35,6 +35,7 @@ from ._images import ImageLimit
 from ._layer import SummaryLayer
 from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
+from ._state import EngineState
 from ._summarizer import Summarizer
 from ._trim import ToolResultTruncator, replace_content, truncation_event
 from ._types import (
@@ -94,7 +95,8 @@ class ContextEngine:
         self.context_size = context_size
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.config = config or ContextConfig()
-        self._offload = SessionOffload(offloader, session_id, lambda: self.config.redact)
+        self.offloader = offloader
+        self.session_id = session_id
         self.on_event = on_event
         self.compression_hook = compression_hook
         self.tiers: tuple[CompactionTier, ...] = tuple(tiers or default_tiers())
@@ -107,26 +109,9 @@ class ContextEngine:
         self._start = 0  # absolute position of _context[0] in everything ever appended
         self._images = ImageLimit()
         self._accounts = Accounts(counter, context_size)
+        self._offload = SessionOffload(self)
         self._lock = asyncio.Lock()
         self._last_sent: ModelInput | None = None  # the last input built (without a note)
-
-    @property
-    def offloader(self) -> Offloader | None:
-        """Where what leaves the context is saved."""
-        return self._offload.offloader
-
-    @offloader.setter
-    def offloader(self, offloader: Offloader | None) -> None:
-        self._offload.offloader = offloader
-
-    @property
-    def session_id(self) -> str:
-        """The session the offloads are saved under."""
-        return self._offload.session_id
-
-    @session_id.setter
-    def session_id(self, session_id: str) -> None:
-        self._offload.session_id = session_id
 
     @property
     def summary(self) -> Msg | None:
@@ -153,9 +138,23 @@ class ContextEngine:
         """Tokens of the stored context (the running total)."""
         return self._context_tokens
 
-    def load(self, *, summary: Msg | SummaryLayer | None, context: Sequence[Msg]) -> None:
-        """Replace the state (used when a session is restored); a summary message is read
-        through :class:`SummaryLayer`."""
+    def state(self) -> EngineState:
+        """The summary layer, the kept context and what was offloaded, as one value."""
+        offloads = dict(self._offload.known)
+        return EngineState(self._layer, tuple(self._context), offloads)
+
+    def load(
+        self,
+        *,
+        summary: Msg | SummaryLayer | None,
+        context: Sequence[Msg],
+        offloads: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace the state (a session restored, or :meth:`state` read back); a summary
+        message is read through :class:`SummaryLayer`; ``offloads`` are those done before
+        (``None`` keeps the engine's)."""
+        if offloads is not None:
+            self._offload.known = dict(offloads)
         self._layer = SummaryLayer.from_msg(summary) if isinstance(summary, Msg) else summary
         self._context = []
         self._context_tokens = 0

@@ -1,59 +1,84 @@
-"""What leaves the context goes to the offloader, through the redaction hook.
+"""What leaves the context goes to the offloader, through the redaction hook, once.
 
 compress-context.zh, section 卸载 (Offload): compressed messages and the whole text of a
 truncated tool result are saved where the agent can read them back. Read-back results are
-never saved again (their content is in the workspace already), and everything saved goes
-through ``ContextConfig.redact`` first.
+never saved again (their content is in the workspace already), everything saved goes
+through ``ContextConfig.redact`` first, and the same content is saved once: a resumed
+conversation that meets it again gets the reference it had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import cast
+import hashlib
+import json
+from typing import Protocol, cast
 
 from .._structural import implements
 from ..message import DataBlock, Msg, ToolResultBlock, is_readback
 from ..workspace import DataOffloader, Offloader
+from ._config import ContextConfig
 from ._redact import redact_messages, redact_tool_result
 
 __all__ = ["SessionOffload"]
 
 
-class SessionOffload:
-    """One session's offloads (nothing is saved without an offloader)."""
+class _Owner(Protocol):
+    """What the offloads read of their engine, at each offload (it may change)."""
 
-    def __init__(
-        self,
-        offloader: Offloader | None,
-        session_id: str,
-        redact: Callable[[], Callable[[str], str] | None],
-    ) -> None:
-        self.offloader = offloader
-        self.session_id = session_id
-        self._redact = redact  # read at each offload: the engine's config may be replaced
+    offloader: Offloader | None
+    session_id: str
+    config: ContextConfig
+
+
+class SessionOffload:
+    """One engine's offloads (nothing is saved without an offloader); ``known`` maps the
+    digest of everything saved to its reference."""
+
+    def __init__(self, engine: _Owner) -> None:
+        self._engine = engine
+        self.known: dict[str, str] = {}
 
     async def context(self, msgs: list[Msg]) -> str | None:
         """Save compressed messages; their reference."""
-        if self.offloader is None or not msgs:
+        engine = self._engine
+        if engine.offloader is None or not msgs:
             return None
-        redact = self._redact()
+        redact = engine.config.redact
         if redact is not None:
             msgs = redact_messages(msgs, redact)
-        return await self.offloader.offload_context(self.session_id, msgs)
+        key = _digest(
+            "context", [[m.role, m.name, m.model_dump(mode="json")["content"]] for m in msgs]
+        )
+        if key not in self.known:
+            self.known[key] = await engine.offloader.offload_context(engine.session_id, msgs)
+        return self.known[key]
 
     async def result(self, block: ToolResultBlock) -> str | None:
         """Save the whole of a tool result; its reference (none for a read-back result:
         offloading it would copy workspace content again, and each later Read of the copy
         could be copied once more)."""
-        if self.offloader is None or is_readback(block):
+        engine = self._engine
+        if engine.offloader is None or is_readback(block):
             return None
-        redact = self._redact()
+        redact = engine.config.redact
         if redact is not None:
             block = redact_tool_result(block, redact)
-        return await self.offloader.offload_tool_result(self.session_id, block)
+        key = _digest("result", [block.name, block.model_dump(mode="json")["output"]])
+        if key not in self.known:
+            ref = await engine.offloader.offload_tool_result(engine.session_id, block)
+            self.known[key] = ref
+        return self.known[key]
 
     async def image(self, block: DataBlock) -> str | None:
         """Save an image leaving the context, when the offloader keeps data."""
-        if implements(self.offloader, DataOffloader):
-            return await cast(DataOffloader, self.offloader).offload_data(self.session_id, block)
+        engine = self._engine
+        if implements(engine.offloader, DataOffloader):
+            return await cast(DataOffloader, engine.offloader).offload_data(
+                engine.session_id, block
+            )
         return None
+
+
+def _digest(kind: str, value: object) -> str:
+    data = json.dumps([kind, value], ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(data.encode()).hexdigest()

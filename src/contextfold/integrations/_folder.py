@@ -10,23 +10,38 @@ engine did not change. A :class:`Codec` is the only framework-specific part.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
+from .._exceptions import MessageFormatError
+from .._logging import logger
+from .._structural import implements
 from ..context import (
     CompressionEvent,
     ContextEngine,
     ContextEvent,
     ContextEventHandler,
+    EngineState,
     ImageRemovalEvent,
     ModelInput,
     TruncationEvent,
     is_summary,
 )
 from ..message import READBACK_KEY, Msg, ToolResultBlock, ToolSpec
+from ..workspace import SessionStore
 
 __all__ = ["Codec", "Folded", "HistoryFolder", "mark_readback"]
+
+_KIND = "contextfold.history_folder/1"
+"""What a folder's saved state says it is (beside an agent's, in the same store)."""
+
+
+def _normal(key: Hashable) -> str:
+    """A codec's key as it reads back from JSON (tuples become lists)."""
+    return json.dumps(key, default=str, sort_keys=True)
+
 
 T = TypeVar("T")
 
@@ -99,8 +114,17 @@ class HistoryFolder(Generic[T]):
         rewrites_history: bool,
         readback_names: Iterable[str] = (),
         on_event: ContextEventHandler | None = None,
+        persist: bool = True,
     ) -> None:
         self.engine = engine
+        self.store: SessionStore | None = (
+            cast(SessionStore, engine.offloader)
+            if persist and implements(engine.offloader, SessionStore)
+            else None
+        )
+        """Where the folder keeps its state after every call (the engine's offloader, when
+        it is a session store), so a new folder on the same session resumes from it."""
+        self._restored = False
         self.codec = codec
         self.rewrites_history = rewrites_history
         self.readback_names = frozenset(readback_names)
@@ -125,6 +149,9 @@ class HistoryFolder(Generic[T]):
     ) -> Folded[T]:
         """Feed the new items, prepare the next input (compressing if needed), convert back."""
         self._events = []
+        if not self._seen and not self._restored:
+            self._restored = True
+            await self._restore(history)
         if self._seen and self._extends(history):
             await self._feed(self.codec.to_msgs(history[self._seen :]))
         else:
@@ -140,7 +167,50 @@ class HistoryFolder(Generic[T]):
         kept = history_items if self.rewrites_history else list(history)
         self._seen = len(kept)
         self._last = self.codec.key(kept[-1]) if kept else None
+        if self.store is not None:
+            await self._save()
         return Folded(request, history_items, model_input, list(self._events))
+
+    async def _save(self) -> None:
+        document = {
+            "kind": _KIND,
+            "seen": self._seen,
+            "last": _normal(self._last),
+            "pending": self._pending,
+            "engine": self.engine.state().to_json(),
+        }
+        assert self.store is not None
+        await self.store.save_state(self.engine.session_id, json.dumps(document))
+
+    async def _restore(self, history: Sequence[T]) -> None:
+        """Pick up the state a folder of this session saved, when ``history`` extends
+        what it had seen: nothing seen then is fed (truncated, offloaded, summarized)
+        again. Otherwise only the offload index is kept, so nothing is saved twice."""
+        if self.store is None:
+            return
+        try:
+            raw = await self.store.load_state(self.engine.session_id)
+            document = json.loads(raw) if raw else None
+            if not isinstance(document, dict) or document.get("kind") != _KIND:
+                return
+            state = EngineState.from_json(document["engine"])
+            seen = int(document["seen"])
+        except (ValueError, KeyError, TypeError, MessageFormatError) as exc:
+            logger.warning(
+                "saved history state of %r unreadable, ignored: %s", self.engine.session_id, exc
+            )
+            return
+        if (
+            0 < seen <= len(history)
+            and _normal(self.codec.key(history[seen - 1])) == document["last"]
+        ):
+            self.engine.load(summary=state.summary, context=state.context, offloads=state.offloads)
+            self._seen, self._last = seen, self.codec.key(history[seen - 1])
+            pending = document.get("pending")
+            self._pending = dict(pending) if isinstance(pending, dict) else {}
+            self._origin = {}
+        else:
+            self.engine.load(summary=None, context=[], offloads=state.offloads)
 
     def _extends(self, history: Sequence[T]) -> bool:
         if len(history) < self._seen:
@@ -154,7 +224,7 @@ class HistoryFolder(Generic[T]):
         if pairs and is_summary(pairs[0][0]):
             summary, items = pairs.pop(0)
             self._origin[summary.id] = items
-        self.engine.load(summary=summary, context=[])
+        self.engine.load(summary=summary, context=[], offloads=None)
         await self._feed(pairs)
 
     async def _feed(self, pairs: Sequence[tuple[Msg, list[T]]]) -> None:
