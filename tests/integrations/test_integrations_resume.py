@@ -175,3 +175,32 @@ async def test_a_framework_that_stores_the_folded_history_resumes_without_redoin
     assert [codec.to_msgs([i])[0][0].text for i in again.request] == [
         codec.to_msgs([i])[0][0].text for i in last.request
     ]
+
+
+async def test_engines_per_process_are_bounded_and_an_evicted_one_resumes() -> None:
+    from contextfold.integrations import Sessions
+
+    workspace = MemoryWorkspace()
+    await workspace.initialize()
+    summaries = ScriptedModel(lambda request: FIELDS, context_size=16_000)
+    events: list[ContextEvent] = []
+    sessions: Sessions[Any] = Sessions(
+        {
+            "counter": summaries.token_counter,
+            "context_size": 6000,
+            "summarizer": ModelSummarizer(summaries),
+            "offloader": workspace,
+            "config": ContextConfig(trigger_ratio=0.7, reserve_ratio=0.1, tool_result_limit=600),
+            "on_event": events.append,
+        },
+        AgentsCodec(),
+        rewrites_history=False,
+        max_sessions=2,
+    )
+    items = history(turns=2, calls=3)
+    for name in ("a", "b", "c"):  # three conversations, two engines held
+        await sessions.get(name).fold(items, SYSTEM)
+    assert len(sessions) == 2
+    events.clear()
+    await sessions.get("a").fold(items, SYSTEM)  # "a" was evicted: it resumes
+    assert not any(isinstance(e, TruncationEvent | CompressionEvent) for e in events)

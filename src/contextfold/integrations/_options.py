@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Required, TypedDict, TypeVar
@@ -54,16 +55,19 @@ def readback_functions(options: EngineOptions) -> list[Callable[..., Awaitable[s
 
 @dataclass
 class Sessions(Generic[T]):
-    """One :class:`HistoryFolder` per session id, each with its own engine, made on first use."""
+    """One :class:`HistoryFolder` per session id, each with its own engine, made on first
+    use; at most ``max_sessions`` are held, the least recently used is let go (its state
+    is in the workspace after every call, so it resumes from there when it comes back)."""
 
     options: EngineOptions
     codec: Codec[T]
     rewrites_history: bool
-    _folders: dict[str, HistoryFolder[T]] = field(default_factory=dict)
+    max_sessions: int = 256
+    _folders: OrderedDict[str, HistoryFolder[T]] = field(default_factory=OrderedDict)
 
     def get(self, session_id: str) -> HistoryFolder[T]:
-        """The folder of ``session_id`` (a new engine the first time)."""
-        folder = self._folders.get(session_id)
+        """The folder of ``session_id`` (a new engine the first time, or after eviction)."""
+        folder = self._folders.pop(session_id, None)
         if folder is None:
             options = self.options
             engine = ContextEngine(
@@ -82,7 +86,9 @@ class Sessions(Generic[T]):
                 rewrites_history=self.rewrites_history,
                 readback_names=[f.__name__ for f in readback_functions(options)],
             )
-            self._folders[session_id] = folder
+        self._folders[session_id] = folder
+        while len(self._folders) > self.max_sessions:
+            self._folders.popitem(last=False)
         return folder
 
     def __len__(self) -> int:
