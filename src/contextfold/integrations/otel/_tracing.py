@@ -7,7 +7,8 @@ is under ``contextfold.*``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -59,11 +60,27 @@ class TracingMiddleware(Middleware):
     for truncation, image removal, the usage note and read-back results.
 
     ``Agent(..., middleware=[TracingMiddleware()])``; the global tracer provider unless
-    ``tracer_provider`` is given. Message content is never recorded.
+    ``tracer_provider`` is given. Message content is never recorded: not in attributes,
+    events or statuses (a failure is recorded by its type, ``error.type``).
     """
 
     def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
         self.tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+
+    @contextmanager
+    def _span(self, name: str, **options: Any) -> Iterator[Span]:
+        """A span whose failure is recorded by type only (``error.type``): an exception's
+        message may quote the conversation, so it is not recorded."""
+        with self.tracer.start_as_current_span(
+            name, record_exception=False, set_status_on_exception=False, **options
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                kind = type(exc).__qualname__
+                span.set_attribute("error.type", kind)
+                span.set_status(Status(StatusCode.ERROR, kind))
+                raise
 
     async def on_reply(
         self, ctx: ReplyContext, call_next: Callable[[ReplyContext], Awaitable[Msg]]
@@ -75,7 +92,7 @@ class TracingMiddleware(Middleware):
             "gen_ai.conversation.id": agent.session_id,
             **_model_attributes(agent),
         }
-        with self.tracer.start_as_current_span(
+        with self._span(
             f"invoke_agent {agent.name}", kind=SpanKind.INTERNAL, attributes=attributes
         ):
             return await call_next(ctx)
@@ -95,7 +112,7 @@ class TracingMiddleware(Middleware):
             **usage_attributes(ctx.model_input.usage),
         }
         model = attributes.get("gen_ai.request.model", "")
-        with self.tracer.start_as_current_span(
+        with self._span(
             f"chat {model}".strip(), kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
             response = await call_next(ctx)
@@ -127,12 +144,14 @@ class TracingMiddleware(Middleware):
             "gen_ai.tool.call.id": ctx.call.id,
             "contextfold.step": ctx.step,
         }
-        with self.tracer.start_as_current_span(
+        with self._span(
             f"execute_tool {ctx.call.name}", kind=SpanKind.INTERNAL, attributes=attributes
         ) as span:
             result = await call_next(ctx)
             if result.is_error:
-                span.set_status(Status(StatusCode.ERROR, result.text()[:200]))
+                # The tool's output is content: the status says only that it failed.
+                span.set_status(Status(StatusCode.ERROR, "the tool returned an error"))
+                span.set_attribute("error.type", "tool_error")
             if is_readback(result):
                 span.add_event(
                     "contextfold.readback",
@@ -150,7 +169,7 @@ class TracingMiddleware(Middleware):
             "contextfold.force": ctx.force,
             "gen_ai.conversation.id": ctx.agent.session_id,
         }
-        with self.tracer.start_as_current_span(
+        with self._span(
             "contextfold.compress", kind=SpanKind.INTERNAL, attributes=attributes
         ) as span:
             event = await call_next(ctx)
