@@ -4,7 +4,10 @@ compress-context.zh, section 卸载 (Offload): compressed messages and the whole
 truncated tool result are saved where the agent can read them back. Read-back results are
 never saved again (their content is in the workspace already), everything saved goes
 through ``ContextConfig.redact`` first, and the same content is saved once: a resumed
-conversation that meets it again gets the reference it had.
+conversation that meets it again gets the reference it had. A tool result is known by its
+content (two calls that returned the same text share one file); compressed messages by
+their ids and content (two spans of distinct messages are two offloads, so every message
+id stays findable).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class SessionOffload:
         if redact is not None:
             msgs = redact_messages(msgs, redact)
         key = _digest(
-            "context", [[m.role, m.name, m.model_dump(mode="json")["content"]] for m in msgs]
+            "context",
+            [[m.id, m.role, m.name, m.model_dump(mode="json")["content"]] for m in msgs],
         )
         if key not in self.known:
             self.known[key] = await engine.offloader.offload_context(engine.session_id, msgs)
