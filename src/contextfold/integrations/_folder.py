@@ -31,6 +31,7 @@ from ..context import (
 )
 from ..message import READBACK_KEY, Msg, ToolResultBlock, ToolSpec
 from ..workspace import SessionStore
+from ._spans import FoldSpans
 
 __all__ = ["Codec", "Folded", "HistoryFolder", "mark_readback"]
 
@@ -115,6 +116,7 @@ class HistoryFolder(Generic[T]):
         readback_names: Iterable[str] = (),
         on_event: ContextEventHandler | None = None,
         persist: bool = True,
+        tracer_provider: object = None,
     ) -> None:
         self.engine = engine
         self.store: SessionStore | None = (
@@ -125,6 +127,7 @@ class HistoryFolder(Generic[T]):
         """Where the folder keeps its state after every call (the engine's offloader, when
         it is a session store), so a new folder on the same session resumes from it."""
         self._restored = False
+        self._spans = FoldSpans(engine.session_id, tracer_provider)
         self.codec = codec
         self.rewrites_history = rewrites_history
         self.readback_names = frozenset(readback_names)
@@ -143,11 +146,20 @@ class HistoryFolder(Generic[T]):
                     await result
 
         engine.on_event = collect
+        engine.compression_hook = self._spans.around(engine.compression_hook)
 
     async def fold(
         self, history: Sequence[T], system_prompt: str, tools: Sequence[ToolSpec] = ()
     ) -> Folded[T]:
         """Feed the new items, prepare the next input (compressing if needed), convert back."""
+        with self._spans.fold() as span:
+            folded = await self._fold(history, system_prompt, tools)
+            self._spans.finish(span, folded.model_input, folded.events)
+            return folded
+
+    async def _fold(
+        self, history: Sequence[T], system_prompt: str, tools: Sequence[ToolSpec]
+    ) -> Folded[T]:
         self._events = []
         if not self._seen and not self._restored:
             self._restored = True
