@@ -8,15 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold import MessageFormatError
 from contextfold.context import ArtifactLedger, SummaryLayer, is_summary
+from contextfold.context._layer import select_requests
+from contextfold.token import OpenAITokenCounter
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "contextfold"
 LAYER_MODULE = SRC / "context" / "_layer.py"
-_KEYS = {"ledger", "fields", "refs"}
+_KEYS = {"ledger", "fields", "refs", "requests"}
 
 texts = st.text(min_size=1, max_size=40)
 facts = st.lists(
@@ -28,6 +30,7 @@ layers = st.builds(
     ledger=facts.map(lambda found: ArtifactLedger().merge(found)),
     fields=st.none() | st.dictionaries(st.sampled_from(["a", "b", "c"]), texts, max_size=3),
     refs=st.lists(texts, max_size=3).map(tuple),
+    requests=st.lists(texts, max_size=3).map(tuple),
 )
 
 
@@ -47,10 +50,34 @@ def test_a_layer_reads_back_from_its_message(layer: SummaryLayer) -> None:
 
 @given(layers, texts)
 def test_appending_keeps_every_earlier_part_word_for_word(layer: SummaryLayer, text: str) -> None:
-    grown = layer.appended(text, ledger=layer.ledger, fields=None, ref="ref")
+    grown = layer.appended(text, ledger=layer.ledger, fields=None, ref="ref", requests=["asked"])
     assert grown.parts[:-1] == layer.parts
     assert grown.parts[-1] == text
     assert grown.refs == (*layer.refs, "ref")
+    assert grown.requests == (*layer.requests, "asked")
+
+
+@settings(deadline=None)  # the first call loads the tokenizer
+@given(
+    st.lists(st.text(min_size=1, max_size=300), max_size=5),
+    st.lists(st.text(min_size=1, max_size=300), max_size=5),
+    st.integers(min_value=0, max_value=200),
+)
+def test_the_newest_requests_are_kept_whole_within_the_budget(
+    earlier: list[str], new: list[str], budget: int
+) -> None:
+    counter = OpenAITokenCounter()
+    kept = select_requests(earlier, new, counter, budget)
+    everything = [*earlier, *new]
+    assert sum(counter.count_text(t) for t in kept) <= budget
+    # A suffix of everything asked: all but (maybe) the oldest kept are word for word.
+    whole = kept[1:] if kept and kept[0] not in everything else kept
+    assert list(whole) == everything[len(everything) - len(whole) :]
+    if len(kept) < len(everything) and kept and kept[0] in everything:
+        # The next older one did not fit, and too little was left to cut it.
+        skipped = everything[-len(kept) - 1]
+        left = budget - sum(counter.count_text(t) for t in kept)
+        assert counter.count_text(skipped) > left
 
 
 @pytest.mark.parametrize(
@@ -62,6 +89,7 @@ def test_appending_keeps_every_earlier_part_word_for_word(layer: SummaryLayer, t
         ({"version": 1, "parts": ["a", 3]}, "parts"),
         ({"version": 1, "parts": ["a"], "fields": "x"}, "fields"),
         ({"version": 1, "parts": ["a"], "refs": [1]}, "refs"),
+        ({"version": 1, "parts": ["a"], "requests": "x"}, "requests"),
         ({"version": 1, "parts": ["a"], "ledger": {"entries": "x"}}, "ledger"),
     ],
 )

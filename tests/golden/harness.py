@@ -18,7 +18,9 @@ as one ``input_text`` per part, so it reads back part for part). ``agent-append`
 request in progress is kept, verbatim, at the head of the kept context instead of being
 folded (before, it was missing from 15 of 26 of the agent's requests); then the offload
 references, once the same content stopped being offloaded twice (24 offloads became 19;
-identical otherwise, reference numbers aside).
+identical otherwise, reference numbers aside). Then all six again when the user's earlier
+messages stayed word for word in the summary layer (``LayerConfig.request_ratio``): each
+summary shows the turns it folded.
 """
 
 from __future__ import annotations

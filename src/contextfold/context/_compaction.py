@@ -22,7 +22,6 @@ from ..message import Msg, ToolResultBlock
 from ..token import TokenCounter
 from ._config import ContextConfig
 from ._layer import SummaryLayer, summary_budget
-from ._ledger import ArtifactLedger
 from ._plan import CompactionPlan, SummaryPlan, protected_start
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import compose_summary, fallback_summary, part_fields
@@ -171,7 +170,7 @@ class SummaryTier:
                 result, error = await _ask(run.summarizer, summary_plan.rewrite, plan)
         if layer is None:
             layer = _rewritten(
-                result, error, previous, summary_plan.ledger, ref, len(compressed), config, run
+                result, error, previous, summary_plan, ref, len(compressed), config, run
             )
         kept = [*snapshot[k:], *appended]
         kept_tokens = [run.counter.count_message(m) for m in kept]
@@ -282,17 +281,20 @@ def _appended(
         cut=result.cut,
         template=config.layer.update_template,
         budget=sys.maxsize,
+        requests=plan.part_requests,
     )
     if run.counter.count_text(text) > plan.part.text:
         return None
-    return previous.appended(text, ledger=ledger, fields=carried, ref=ref)
+    return previous.appended(
+        text, ledger=ledger, fields=carried, ref=ref, requests=plan.part_requests
+    )
 
 
 def _rewritten(
     result: SummaryResult | None,
     error: Exception | None,
     previous: SummaryLayer | None,
-    ledger: ArtifactLedger,
+    plan: SummaryPlan,
     ref: str | None,
     compressed: int,
     config: ContextConfig,
@@ -300,6 +302,7 @@ def _rewritten(
 ) -> SummaryLayer:
     """One part for the whole layer: the summarizer's fields, or (when it failed,
     ``error``) the fallback note with the previous summary kept below it."""
+    ledger, requests = plan.ledger, plan.requests
     refs = (*(previous.refs if previous is not None else ()), *((ref,) if ref else ()))
     if result is not None:
         text = compose_summary(
@@ -312,8 +315,11 @@ def _rewritten(
             compressed=compressed,
             uncovered=result.uncovered,
             cut=result.cut,
+            requests=requests,
         )
-        return SummaryLayer(parts=(text,), ledger=ledger, fields=result.fields, refs=refs)
+        return SummaryLayer(
+            parts=(text,), ledger=ledger, fields=result.fields, refs=refs, requests=requests
+        )
     assert error is not None
     text = fallback_summary(
         removed=compressed,
@@ -323,5 +329,6 @@ def _rewritten(
         ledger=ledger,
         counter=run.counter,
         budget=summary_budget(config, run.context_size),
+        requests=requests,
     )
-    return SummaryLayer(parts=(text,), ledger=ledger, fields=None, refs=refs)
+    return SummaryLayer(parts=(text,), ledger=ledger, fields=None, refs=refs, requests=requests)

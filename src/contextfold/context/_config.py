@@ -138,6 +138,12 @@ class LayerConfig(BaseModel):
     """Share of the window the artifact ledger may take in the summary (files, commands
     with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
 
+    request_ratio: float = Field(default=0.25, ge=0, le=0.5)
+    """Share of the summary's budget the user's earlier messages take, word for word: what
+    the user asked is kept as written, newest first, before any of it is left to the
+    summarizer's words (a message longer than what is left keeps its head and tail); 0
+    keeps none. The request in progress is never folded at all."""
+
 
 class MaskingConfig(BaseModel):
     """Observation masking: before summarizing, try replacing old tool results (outside

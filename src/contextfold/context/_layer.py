@@ -25,6 +25,7 @@ from .._exceptions import MessageFormatError
 from ..message import MARKER_KEY, Marker, Msg, TextBlock, marker_of
 from ..token import TokenCounter
 from ._config import ContextConfig
+from ._cut import HeadTailCut
 from ._ledger import ArtifactLedger
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "SummaryLayer",
     "is_summary",
     "ledger_budget",
+    "request_budget",
+    "select_requests",
     "summary_budget",
 ]
 
@@ -43,6 +46,7 @@ SUMMARY_NAME = "summary"
 _LEDGER = "ledger"
 _FIELDS = "fields"
 _REFS = "refs"
+_REQUESTS = "requests"
 _JSON_VERSION = 1
 
 
@@ -59,6 +63,37 @@ def summary_budget(config: ContextConfig, size: int) -> int:
 def ledger_budget(config: ContextConfig, size: int) -> int:
     """Tokens the ledger may take: ``ledger_ratio`` of the window, within the summary's."""
     return min(int(config.layer.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
+
+
+def request_budget(config: ContextConfig, size: int) -> int:
+    """Tokens the user's earlier messages may take: ``request_ratio`` of the summary's,
+    within what the ledger leaves of it."""
+    budget = summary_budget(config, size)
+    return min(int(config.layer.request_ratio * budget), budget - ledger_budget(config, size))
+
+
+_REQUEST_CUT = HeadTailCut(marker=" [...] ", marker_room=4)
+_MIN_REQUEST_ROOM = 32
+
+
+def select_requests(
+    earlier: Sequence[str], new: Sequence[str], counter: TokenCounter, budget: int
+) -> tuple[str, ...]:
+    """The user's messages kept word for word, oldest first: the newest that fit
+    ``budget`` whole; the first that does not is cut to what is left (when that is worth
+    keeping) and the older ones are left to the summary."""
+    kept: list[str] = []
+    room = budget
+    for text in reversed([*earlier, *new]):
+        tokens = counter.count_text(text)
+        if tokens <= room:
+            kept.append(text)
+            room -= tokens
+            continue
+        if room >= _MIN_REQUEST_ROOM:
+            kept.append(_REQUEST_CUT.cut(counter, text, room, tokens=tokens))
+        break
+    return tuple(reversed(kept))
 
 
 @dataclass(frozen=True)
@@ -91,6 +126,9 @@ class SummaryLayer:
     refs: tuple[str, ...] = ()
     """Where the folded messages were offloaded, one reference per compaction that had an
     offloader, oldest first."""
+    requests: tuple[str, ...] = ()
+    """The user's earlier messages the parts show word for word, oldest first
+    (:func:`select_requests`)."""
 
     def __post_init__(self) -> None:
         if not self.parts:
@@ -104,6 +142,7 @@ class SummaryLayer:
             and self.ledger == other.ledger
             and _plain(self.fields) == _plain(other.fields)
             and self.refs == other.refs
+            and self.requests == other.requests
         )
 
     __hash__ = None  # type: ignore[assignment]  # fields are a mapping
@@ -129,6 +168,8 @@ class SummaryLayer:
             metadata[_FIELDS] = dict(self.fields)
         if self.refs:
             metadata[_REFS] = list(self.refs)
+        if self.requests:
+            metadata[_REQUESTS] = list(self.requests)
         return Msg(SUMMARY_NAME, content, "user", metadata=metadata)
 
     @classmethod
@@ -143,6 +184,7 @@ class SummaryLayer:
         data = msg.metadata.get(_LEDGER)
         fields = msg.metadata.get(_FIELDS)
         refs = msg.metadata.get(_REFS)
+        requests = msg.metadata.get(_REQUESTS)
         layer = cls(
             parts=parts,
             ledger=ArtifactLedger.model_validate(data)
@@ -150,6 +192,9 @@ class SummaryLayer:
             else ArtifactLedger(),
             fields=dict(fields) if isinstance(fields, Mapping) else None,
             refs=tuple(r for r in refs if isinstance(r, str)) if isinstance(refs, list) else (),
+            requests=tuple(r for r in requests if isinstance(r, str))
+            if isinstance(requests, list)
+            else (),
         )
         layer.__dict__["msg"] = msg  # the cached_property's slot: keep the caller's message
         return layer
@@ -164,6 +209,7 @@ class SummaryLayer:
             "ledger": self.ledger.model_dump(mode="json"),
             "fields": None if self.fields is None else dict(self.fields),
             "refs": list(self.refs),
+            "requests": list(self.requests),
         }
 
     @classmethod
@@ -176,6 +222,7 @@ class SummaryLayer:
         if version != _JSON_VERSION:
             raise MessageFormatError(f"unknown summary layer version {version!r}")
         parts, fields, refs = data.get("parts"), data.get("fields"), data.get("refs", [])
+        requests = data.get("requests", [])
         if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
             raise MessageFormatError(
                 "a summary layer's 'parts' must be a non-empty list of strings"
@@ -184,6 +231,8 @@ class SummaryLayer:
             raise MessageFormatError("a summary layer's 'fields' must be an object or null")
         if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
             raise MessageFormatError("a summary layer's 'refs' must be a list of strings")
+        if not isinstance(requests, list) or not all(isinstance(r, str) for r in requests):
+            raise MessageFormatError("a summary layer's 'requests' must be a list of strings")
         try:
             ledger = ArtifactLedger.model_validate(data.get("ledger") or {})
         except ValidationError as exc:
@@ -193,6 +242,7 @@ class SummaryLayer:
             ledger=ledger,
             fields=None if fields is None else dict(fields),
             refs=tuple(refs),
+            requests=tuple(requests),
         )
 
     @classmethod
@@ -215,13 +265,16 @@ class SummaryLayer:
         ledger: ArtifactLedger,
         fields: Mapping[str, Any] | None,
         ref: str | None,
+        requests: Sequence[str] = (),
     ) -> SummaryLayer:
-        """This layer with one more part (this one's parts unchanged, word for word)."""
+        """This layer with one more part (this one's parts unchanged, word for word) that
+        shows ``requests`` besides those shown already."""
         return SummaryLayer(
             parts=(*self.parts, text),
             ledger=ledger,
             fields=fields,
             refs=(*self.refs, ref) if ref else self.refs,
+            requests=(*self.requests, *requests),
         )
 
     def with_note(self, note: str) -> SummaryLayer:
@@ -232,6 +285,7 @@ class SummaryLayer:
             ledger=self.ledger,
             fields=self.fields,
             refs=self.refs,
+            requests=self.requests,
         )
 
     # -- budgets ------------------------------------------------------------------------

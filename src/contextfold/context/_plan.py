@@ -20,7 +20,14 @@ from ..message import Msg, marker_of
 from ..token import TokenCounter
 from ._config import ContextConfig
 from ._facts import extract_ledger
-from ._layer import PartBudget, SummaryLayer, ledger_budget, summary_budget
+from ._layer import (
+    PartBudget,
+    SummaryLayer,
+    ledger_budget,
+    request_budget,
+    select_requests,
+    summary_budget,
+)
 from ._ledger import ArtifactLedger
 from ._masking import MaskingPlan, plan_masking
 from ._redact import redact_messages
@@ -46,6 +53,11 @@ class SummaryPlan:
     """Room for an appended part; ``None`` when this compaction rewrites."""
     part_ledgers: tuple[ArtifactLedger, ArtifactLedger] | None
     """For an appended part: the facts it lists, and the layer's whole ledger."""
+    requests: tuple[str, ...] = ()
+    """The user's messages a rewritten layer shows word for word (the earlier ones it
+    showed and those folded now, within :func:`request_budget`)."""
+    part_requests: tuple[str, ...] = ()
+    """Those an appended part shows: the ones folded now, in the room the layer leaves."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +241,12 @@ def _summary_plan(
     ledgers = (
         None if part is None else part_ledger(earlier, found, counter, part.ledger, rewrite=ledger)
     )
+    shown = previous.requests if previous is not None else ()
+    asked = [m.text for m in folded if _is_request(m)]
+    budget = request_budget(config, size)
+    requests = select_requests(shown, asked, counter, budget)
+    used = sum(counter.count_text(t) for t in shown)
+    part_requests = select_requests((), asked, counter, max(0, budget - used))
     caller_hints = () if request.instructions is None else (request.instructions,)
     options = config.summarizer_options
     summary_request = SummaryRequest(
@@ -251,6 +269,18 @@ def _summary_plan(
         ledger=ledger,
         part=part,
         part_ledgers=ledgers,
+        requests=requests,
+        part_requests=part_requests,
+    )
+
+
+def _is_request(msg: Msg) -> bool:
+    """Whether ``msg`` is the user's own words (not a tool result or an engine note)."""
+    return (
+        msg.role == "user"
+        and not msg.tool_results
+        and marker_of(msg) is None
+        and bool(msg.text.strip())
     )
 
 

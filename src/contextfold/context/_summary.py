@@ -3,9 +3,10 @@ plus what the engine adds itself, within the layer's budget.
 
 A part's text is the summarizer's fields through ``summary_template`` (or
 ``summary_update_template`` for an appended part), plus the engine's additions: a note on
-what the summarizer could not read, the offload reference of the compressed messages and
-the artifact ledger. The additions go where the template has ``{artifacts}``, else after
-the rendered template; never inside a field the model wrote.
+what the summarizer could not read, the offload reference of the compressed messages, the
+user's earlier messages word for word and the artifact ledger. The additions go where
+the template has ``{artifacts}``, else after the rendered template; never inside a field
+the model wrote.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "fallback_summary",
     "part_fields",
     "part_ledger",
+    "render_requests",
     "render_summary",
     "safe_format",
 ]
@@ -132,6 +134,7 @@ def compose_summary(
     cut: bool = False,
     template: str | None = None,
     budget: int | None = None,
+    requests: Sequence[str] = (),
 ) -> str:
     """Render ``fields`` with the template, plus what the engine adds, within the budget.
 
@@ -162,6 +165,8 @@ def compose_summary(
             f"The compressed messages are saved in '{ref}'; find details there with Search "
             "(by a few words), Grep or Read."
         )
+    if requests:
+        extras.append(render_requests(requests))
     values = {k: _as_text(v) for k, v in fields.items()}
 
     def additions_to(values: Mapping[str, str]) -> str:
@@ -178,6 +183,12 @@ def compose_summary(
         values = _shrink(values, counter, over)
     empty = dict.fromkeys(values, "")
     return _render_with(template, empty, additions_to(empty))
+
+
+def render_requests(requests: Sequence[str]) -> str:
+    """The user's earlier messages as the summary shows them, word for word."""
+    quoted = "\n\n".join(f"<user_message>\n{text}\n</user_message>" for text in requests)
+    return f"The user's earlier messages, word for word (oldest first):\n\n{quoted}"
 
 
 def _render_with(template: str, values: Mapping[str, str], additions: str) -> str:
@@ -228,6 +239,7 @@ def fallback_summary(
     ledger: ArtifactLedger,
     counter: TokenCounter,
     budget: int,
+    requests: Sequence[str] = (),
 ) -> str:
     """What takes the summary's place when every attempt failed: ``removed`` older
     messages were dropped unsummarized (and saved, when there is an offloader).
@@ -244,7 +256,8 @@ def fallback_summary(
         f"The context was shortened: {removed} earlier message(s) were removed "
         f"because a summary of them could not be generated ({type(error).__name__}).{where}"
     )
-    text = "\n\n".join(p for p in (note, ledger.render()) if p)
+    shown = render_requests(requests) if requests else ""
+    text = "\n\n".join(p for p in (note, shown, ledger.render()) if p)
     if previous:
         intro = "\n\nThe summary of the history before them was:\n"
         room = budget - counter.count_text(text + intro)
