@@ -130,6 +130,18 @@ def test_plan_leaves_room_for_read_back_and_answer(tmp_path: Path) -> None:
     ]
 
 
+def test_the_shared_finding_is_not_a_heading() -> None:
+    messages = [
+        _result(
+            "x:1:## outcome of proj__a-1: exit_status Submitted; changed pkg/a.py\n"
+            "x:2:## outcome of proj__b-2: exit_status Submitted; changed pkg/b.py"
+        ),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
+    shared = constraint.schema["properties"]["shared"]
+    assert shared == {"enum": ["exit_status Submitted; changed"]}
+
+
 def test_plan_refuses_fewer_than_five_steps(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 5 steps"):
         Plan(DemoFiles.scan(_folder(tmp_path)), max_steps=4)

@@ -281,7 +281,12 @@ def _shared_lines(results: Sequence[str]) -> list[str]:
     for i, result in enumerate(results):
         for line in result.splitlines():
             line = line.strip()
-            if 12 <= len(line) <= _LINE and '"' not in line and "\\" not in line:
+            if (
+                12 <= len(line) <= _LINE
+                and '"' not in line
+                and "\\" not in line
+                and not _is_marker(line)
+            ):
                 seen.setdefault(line, set()).add(i)
     return [line for line, where in seen.items() if len(where) > 1][:_MAX_OPTIONS]
 
@@ -392,13 +397,15 @@ def answer_constraint(
     shared = _shared_lines(results)
     if recorded:
         # What every run's evidence says alike, e.g. how they all ended.
-        shared = _common_phrases([per_run[s][0] for s in named]) + shared
+        # A heading ("## outcome of") is how the logs are laid out, not a finding.
+        phrases = _common_phrases([per_run[s][0] for s in named])
+        shared = [p for p in phrases if "#" not in p] + shared
     shared_schema: dict[str, Any] = (
-        _enum(shared) if len(shared) > 1 else {"type": "string", "maxLength": _LINE}
+        _enum(shared) if shared else {"type": "string", "maxLength": _LINE}
     )
     choices.append(
         Choice("shared", len(shared), "phrases or lines the runs or results share")
-        if len(shared) > 1
+        if shared
         else Choice("shared", None, "free text, one line")
     )
     schema = _object(
