@@ -80,3 +80,20 @@ async def test_each_call_and_each_compaction_is_a_span_with_usage_and_no_content
     text += json.dumps([dict(e.attributes or {}) for s in spans for e in s.events], default=str)
     assert "svc0 call0 line" not in text
     assert "Check service 0" not in text
+
+
+def test_a_background_compaction_phase_is_a_span_event() -> None:
+    from contextfold.context import BackgroundCompactionEvent
+    from contextfold.integrations.otel import record_event
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("step") as span:
+        record_event(span, BackgroundCompactionEvent(phase="discarded", reason="stale"))
+        record_event(span, BackgroundCompactionEvent(phase="applied", waited_s=0.25))
+    (finished,) = exporter.get_finished_spans()
+    found = [(e.name, dict(e.attributes or {})) for e in finished.events]
+    assert [name for name, _ in found] == ["contextfold.background_compaction"] * 2
+    assert found[0][1]["contextfold.background.reason"] == "stale"
+    assert found[1][1]["contextfold.waited_s"] == 0.25

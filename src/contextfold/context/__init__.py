@@ -27,6 +27,7 @@ from ._config import (
     DEFAULT_SUMMARY_UPDATE_PROMPT,
     DEFAULT_SUMMARY_UPDATE_TEMPLATE,
     MIN_TOOL_RESULT_LIMIT,
+    BackgroundConfig,
     ContextConfig,
     LayerConfig,
     MaskingConfig,
@@ -62,6 +63,7 @@ from ._trim import (
     truncation_marker,
 )
 from ._types import (
+    BackgroundCompactionEvent,
     CompressionEvent,
     CompressionHook,
     CompressionRequest,
@@ -89,6 +91,8 @@ __all__ = [
     "TRUNCATION_MARKER",
     "TRUNCATION_MARKER_WITH_REF",
     "ArtifactLedger",
+    "BackgroundCompactionEvent",
+    "BackgroundConfig",
     "CompactionPlan",
     "CompactionTier",
     "CompressionEvent",

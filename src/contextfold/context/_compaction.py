@@ -12,6 +12,7 @@ engine's list, not a branch in one long function.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -26,7 +27,7 @@ from ._plan import CompactionPlan, SummaryPlan, protected_start
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import compose_summary, fallback_summary, part_fields
 from ._trim import Escalation, ToolResultTruncator, escalate
-from ._types import ContextUsage, TruncationEvent
+from ._types import CompressionEvent, ContextUsage, TruncationEvent
 
 __all__ = [
     "CompactionTier",
@@ -54,6 +55,22 @@ class Outcome:
     ref: str | None = None
     attempts: int = 0
     error: str | None = None
+
+    def event(self, plan: CompactionPlan, *, tokens_after: int, kept: int) -> CompressionEvent:
+        """The event reporting this outcome of ``plan``, once committed."""
+        assert self.method != "cut"
+        return CompressionEvent(
+            trigger=plan.request.trigger,
+            method=self.method,
+            tokens_before=plan.usage.total,
+            tokens_after=tokens_after,
+            messages_removed=self.removed,
+            messages_kept=kept,
+            duration_s=time.monotonic() - plan.started,
+            offload_ref=self.ref,
+            attempts=self.attempts,
+            error=self.error,
+        )
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,20 @@ class LayerConfig(BaseModel):
     keeps none. The request in progress is never folded at all."""
 
 
+class BackgroundConfig(BaseModel):
+    """Compaction prepared off the critical path: when usage passes ``start_ratio`` of the
+    window, the summary of a snapshot (what would be folded at the trigger) is written in
+    the background while the agent keeps working from the full context; at the trigger
+    the prepared summary is swapped in and everything that arrived after the snapshot is
+    kept, so the agent waits only for what is left of the summary, if anything."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start_ratio: float = Field(default=0.6, gt=0, lt=1)
+    """Usage at which the background summary starts; between ``reserve_ratio`` and
+    ``trigger_ratio``. Lower starts earlier (more time to finish, fewer messages folded)."""
+
+
 class MaskingConfig(BaseModel):
     """Observation masking: before summarizing, try replacing old tool results (outside
     the kept part) by a one-line placeholder naming where the whole output is saved, all
@@ -292,6 +306,10 @@ class ContextConfig(BaseModel):
     skipped (the context is left as it is until the next step), so a compaction always
     pays for the cache it breaks. 0 compacts whenever over the trigger."""
 
+    background: BackgroundConfig | None = None
+    """Compaction prepared in the background before the trigger (:class:`BackgroundConfig`);
+    ``None`` (the default) compacts at the trigger, the agent waiting for the summary."""
+
     truncation_keep: Literal["head_tail", "head"] = "head_tail"
     """What a truncated tool result keeps: its head and tail (default, since errors and
     final lines usually sit at the end) or its head only, as AgentScope does."""
@@ -320,6 +338,12 @@ class ContextConfig(BaseModel):
             raise ValueError(
                 f"reserve_ratio ({self.reserve_ratio}) must be smaller than trigger_ratio "
                 f"({self.trigger_ratio}), or compression could not bring usage under the trigger"
+            )
+        start = self.background.start_ratio if self.background is not None else None
+        if start is not None and not self.reserve_ratio < start < self.trigger_ratio:
+            raise ValueError(
+                f"background.start_ratio ({start}) must be between reserve_ratio "
+                f"({self.reserve_ratio}) and trigger_ratio ({self.trigger_ratio})"
             )
         return self
 

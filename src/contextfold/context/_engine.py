@@ -17,13 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .._logging import logger
-from ..message import (
-    ContentBlock,
-    HintBlock,
-    Msg,
-    ToolResultBlock,
-    ToolSpec,
-)
+from ..message import HintBlock, Msg, ToolSpec
 from ..token import TokenCounter
 from ..workspace import Offloader
 from ._accounting import Accounts
@@ -35,9 +29,10 @@ from ._images import ImageLimit
 from ._layer import SummaryLayer
 from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
+from ._prefetch import Prefetch, Prepared
 from ._state import EngineState
 from ._summarizer import Summarizer
-from ._trim import ToolResultTruncator, replace_content, truncation_event
+from ._trim import ToolResultTruncator, truncate_results
 from ._types import (
     CompressionEvent,
     CompressionHook,
@@ -47,7 +42,6 @@ from ._types import (
     ContextEventHandler,
     ContextUsage,
     ModelInput,
-    TruncationEvent,
     UsageHintEvent,
 )
 
@@ -71,9 +65,9 @@ class ContextEngine:
 
     Token counts are cached per message and the running total is kept incrementally, so a
     step tokenizes only new messages. Changes are transactional: a compression is planned
-    from a snapshot, executed by the first tier that applies, and committed at one point;
-    an error or cancellation leaves the state unchanged, and messages appended while a
-    summary is being written are kept.
+    from a snapshot, executed by the first tier that applies (in the background, before the
+    trigger, with ``ContextConfig.background``), and committed at one point; an error or
+    cancellation leaves the state unchanged, and messages appended meanwhile are kept.
     """
 
     def __init__(
@@ -112,6 +106,8 @@ class ContextEngine:
         self._offload = SessionOffload(self)
         self._lock = asyncio.Lock()
         self._last_sent: ModelInput | None = None  # the last input built (without a note)
+        self.background = Prefetch(self._emit)
+        """The compaction prepared in the background (``ContextConfig.background``)."""
 
     @property
     def summary(self) -> Msg | None:
@@ -186,19 +182,7 @@ class ContextEngine:
         truncator = ToolResultTruncator(
             self.counter, limit=self.result_limit(), keep=self.config.truncation_keep
         )
-        events: list[TruncationEvent] = []
-        new_blocks: list[ContentBlock] = []
-        for block in msg.blocks():
-            if isinstance(block, ToolResultBlock):
-                tokens = truncator.tokens(block)
-                if tokens > truncator.limit:
-                    ref = await self._offload.result(block)
-                    cut = truncator.cut(block, ref=ref)
-                    events.append(truncation_event(block, tokens, cut, self.counter, ref))
-                    new_blocks.append(cut)
-                    continue
-            new_blocks.append(block)
-        stored = replace_content(msg, new_blocks) if events else msg
+        stored, events = await truncate_results(msg, truncator, self._offload.result)
         self.append(stored)
         for event in events:
             await self._emit(event)
@@ -229,7 +213,11 @@ class ContextEngine:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
             if usage.total <= self._accounts.trigger(self.config):
-                # Nothing changed since: the input is built from this usage.
+                early = self.config.background
+                if early is not None and usage.total > early.start_ratio * self.context_size:
+                    prefix, start = self._input(system_prompt, tools, usage), early.start_ratio
+                    key = (self._start, id(self._layer), self.compressions)
+                    self.background.start(key, lambda: self._prepare_early(prefix, start))
                 return await self._build(system_prompt, tools, task_in_progress, usage)
             prefix = self._input(system_prompt, tools, usage)
             request = CompressionRequest(trigger="auto", config=self.config)
@@ -363,10 +351,33 @@ class ContextEngine:
         *,
         prefix: ModelInput | None,
     ) -> CompressionEvent | None:
-        """Plan from a snapshot, let the first tier that applies execute the plan, commit."""
+        """Commit the compaction prepared in the background, if it applies; else (or if
+        still over the trigger) plan, let the first tier that applies execute, commit."""
+        if request.trigger == "auto" and self.background.busy:
+            taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
+            if taken is not None:
+                event = await self._commit(taken[0].plan, taken[0].outcome, system_prompt, tools)
+                if self.usage(system_prompt, tools).total <= self._accounts.trigger(self.config):
+                    return event
+                prefix = None  # still over: compact again, from the state as it is now
+        executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
+        return None if executed is None else await self._commit(*executed, system_prompt, tools)
+
+    async def _prepare_early(self, prefix: ModelInput, start: float) -> Prepared | None:
+        """The background job: the state now compacted, not committed; a failed summary
+        fails it (whether to drop messages instead is decided at the trigger)."""
+        config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
+        request = CompressionRequest("auto", config, threshold_ratio=start)
+        done = await self._execute(request, prefix.usage, prefix)
+        return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
+
+    async def _execute(
+        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
+    ) -> tuple[CompactionPlan, Outcome] | None:
+        """A plan of the state now, executed by the first tier that applies."""
         plan = plan_compaction(
             request,
-            usage=self.usage(system_prompt, tools),
+            usage=usage,
             context=self._context,
             previous=self._layer,
             last_sent=self._last_sent,
@@ -388,7 +399,7 @@ class ContextEngine:
         for tier in self.tiers:
             outcome = await tier.run(plan, execution)
             if outcome is not None:
-                return await self._commit(plan, outcome, system_prompt, tools)
+                return plan, outcome
         return None
 
     async def _commit(
@@ -398,8 +409,7 @@ class ContextEngine:
         system_prompt: str,
         tools: Sequence[ToolSpec],
     ) -> CompressionEvent | None:
-        """Swap the outcome in (the one place a compaction changes the state), then
-        report it."""
+        """Swap the outcome in (the one place a compaction changes the state); report it."""
         if outcome.method == "cut" and not outcome.truncations:
             return None
         self._context = [*outcome.context, *self._context[outcome.consumed :]]
@@ -413,24 +423,12 @@ class ContextEngine:
         event: CompressionEvent | None = None
         if outcome.method != "cut":
             self.compressions += 1
-            usage = plan.usage
             after = (
                 self._accounts.total(self.summary, self._context_tokens)
                 if outcome.method == "masking"
                 else self.usage(system_prompt, tools).total
             )
-            event = CompressionEvent(
-                trigger=plan.request.trigger,
-                method=outcome.method,
-                tokens_before=usage.total,
-                tokens_after=after,
-                messages_removed=outcome.removed,
-                messages_kept=len(self._context),
-                duration_s=time.monotonic() - plan.started,
-                offload_ref=outcome.ref,
-                attempts=outcome.attempts,
-                error=outcome.error,
-            )
+            event = outcome.event(plan, tokens_after=after, kept=len(self._context))
         for truncation in outcome.truncations:
             await self._emit(truncation)
         if event is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "remove_images",
     "replace_content",
     "safe_boundaries",
+    "truncate_results",
     "truncation_event",
     "truncation_marker",
 ]
@@ -238,6 +239,28 @@ def truncation_event(
         tokens_after=counter.count_text(cut.text()),
         offload_ref=ref,
     )
+
+
+async def truncate_results(
+    msg: Msg,
+    truncator: ToolResultTruncator,
+    offload: Callable[[ToolResultBlock], Awaitable[str | None]],
+) -> tuple[Msg, list[TruncationEvent]]:
+    """``msg`` with each tool result over the truncator's limit cut (its whole original
+    offloaded first), and an event per cut; ``msg`` itself when nothing was over."""
+    events: list[TruncationEvent] = []
+    blocks: list[ContentBlock] = []
+    for block in msg.blocks():
+        if isinstance(block, ToolResultBlock):
+            tokens = truncator.tokens(block)
+            if tokens > truncator.limit:
+                ref = await offload(block)
+                cut = truncator.cut(block, ref=ref)
+                events.append(truncation_event(block, tokens, cut, truncator.counter, ref))
+                blocks.append(cut)
+                continue
+        blocks.append(block)
+    return (replace_content(msg, blocks) if events else msg), events
 
 
 async def escalate(

@@ -12,6 +12,7 @@ from ..message import HintBlock, Msg, ToolSpec
 from ._config import ContextConfig
 
 __all__ = [
+    "BackgroundCompactionEvent",
     "CompressionEvent",
     "CompressionHook",
     "CompressionRequest",
@@ -141,7 +142,29 @@ class UsageHintEvent(BaseModel):
     context_size: int
 
 
-ContextEvent: TypeAlias = CompressionEvent | TruncationEvent | ImageRemovalEvent | UsageHintEvent
+class BackgroundCompactionEvent(BaseModel):
+    """A compaction prepared in the background (``ContextConfig.background``) changed
+    phase: ``started`` (a snapshot is being summarized), ``ready`` (its outcome waits for
+    the trigger), ``applied`` (swapped in at the trigger; ``waited_s`` is how long the
+    agent waited for it) or ``discarded`` (it no longer applies, failed, or was dropped)."""
+
+    type: Literal["background_compaction"] = "background_compaction"
+    phase: Literal["started", "ready", "applied", "discarded"]
+    duration_s: float = 0.0
+    """Since it started."""
+    waited_s: float = 0.0
+    """How long ``prepare`` waited for it (``applied``, and ``discarded`` after a wait)."""
+    reason: str | None = None
+    """Why it was discarded."""
+
+
+ContextEvent: TypeAlias = (
+    CompressionEvent
+    | TruncationEvent
+    | ImageRemovalEvent
+    | UsageHintEvent
+    | BackgroundCompactionEvent
+)
 
 ContextEventHandler: TypeAlias = Callable[[ContextEvent], Awaitable[None] | None]
 """Receives every event; may be sync or async."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from ...context import (
+    BackgroundCompactionEvent,
     CompressionEvent,
     ContextEvent,
     ContextUsage,
@@ -233,6 +234,17 @@ def record_event(span: Span, event: ContextEvent) -> None:
         )
     elif isinstance(event, CompressionEvent):
         span.add_event("contextfold.compression", compression_attributes(event))
+    elif isinstance(event, BackgroundCompactionEvent):
+        attributes = {
+            "contextfold.background.phase": event.phase,
+            "contextfold.duration_s": event.duration_s,
+            "contextfold.waited_s": event.waited_s,
+        }
+        if event.reason is not None:
+            attributes["contextfold.background.reason"] = event.reason
+        span.add_event("contextfold.background_compaction", attributes)
+    else:
+        assert_never(event)
 
 
 def _model_attributes(agent: AgentView) -> dict[str, str]:

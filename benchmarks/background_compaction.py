@@ -1,0 +1,162 @@
+"""How long the agent waits for a compaction: at the trigger (blocking) or prepared in the
+background (``ContextConfig(background=BackgroundConfig())``), issue 30.
+
+Our real ``Agent`` runs one long reply: a scripted model that takes ``--step`` seconds per
+call and asks for a log each step (about 300 tokens of output per result), a 16,000-token
+window, and a model summarizer (``ModelSummarizer`` over a scripted model) that takes
+``--summary`` seconds per call (5 s by default). The agent's wait per compaction is read from
+the engine's events: for a blocking compaction, its ``duration_s`` (the step stood still
+for it); for a prepared one, ``waited_s`` when it was applied (plus the duration of any
+compaction that then ran the usual way). Both rows run the same script side by side; the
+wall time of the whole reply is reported too.
+
+Run: ``python -m benchmarks.background_compaction [--steps 80] [--step 0.5] [--summary 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextfold.agent import Agent
+from contextfold.context import (
+    BackgroundCompactionEvent,
+    BackgroundConfig,
+    CompressionEvent,
+    ContextConfig,
+    ContextEvent,
+    ModelSummarizer,
+)
+from contextfold.message import ToolCallBlock
+from contextfold.middleware import AgentView, Middleware
+from contextfold.model import ScriptedModel, ScriptedRequest
+from contextfold.tool import FunctionTool, Toolkit
+
+WINDOW = 16_000
+FIELDS = {
+    "task_overview": "Read the service logs and report the errors.",
+    "current_state": "Logs read so far; errors noted.",
+    "important_discoveries": "Errors E*7 in src/svc*/mod*.py:42.",
+    "next_steps": "Read the next logs.",
+    "context_to_preserve": "Paths src/svc*/mod*.py.",
+}
+
+
+@dataclass
+class Recorder(Middleware):
+    """The engine's events, as the agent's middleware sees them."""
+
+    events: list[ContextEvent] = field(default_factory=list)
+
+    async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
+        self.events.append(event)
+
+
+def read_log(n: int) -> str:
+    """Read log number ``n``.
+
+    Args:
+        n: Which log.
+    """
+    return "\n".join(
+        f"log {n} line {i}: GET /api/v{i % 3}/items status {200 if i % 17 else 500}"
+        for i in range(40)
+    )
+
+
+def waits(events: list[ContextEvent]) -> tuple[list[float], int, int]:
+    """Per compaction the agent's wait in seconds; how many were prepared, discarded."""
+    found: list[float] = []
+    applied_wait: float | None = None
+    prepared = discarded = 0
+    for event in events:
+        if isinstance(event, BackgroundCompactionEvent):
+            if event.phase == "applied":
+                applied_wait = event.waited_s
+                prepared += 1
+            elif event.phase == "discarded":
+                discarded += 1
+        elif isinstance(event, CompressionEvent) and event.trigger == "auto":
+            if applied_wait is not None:
+                found.append(applied_wait)
+                applied_wait = None
+            else:
+                found.append(event.duration_s)
+    return found, prepared, discarded
+
+
+async def run(steps: int, step_s: float, summary_s: float, background: bool) -> dict[str, Any]:
+    async def agent_reply(request: ScriptedRequest) -> Any:
+        await asyncio.sleep(step_s)
+        made = sum(len(m.tool_calls) for m in request.messages)
+        if made >= steps:
+            return "Done: errors 500 in every log."
+        return [ToolCallBlock(id=f"c{made}", name="read_log", input={"n": made})]
+
+    async def summary_reply(request: ScriptedRequest) -> Any:
+        await asyncio.sleep(summary_s)
+        return FIELDS
+
+    recorder = Recorder()
+    config = ContextConfig(background=BackgroundConfig() if background else None)
+    agent = Agent(
+        name="bench",
+        system_prompt="Read the logs one by one and report the errors.",
+        model=ScriptedModel(agent_reply, context_size=WINDOW),
+        toolkit=Toolkit([FunctionTool(read_log)]),
+        context_config=config,
+        summarizer=ModelSummarizer(ScriptedModel(summary_reply, context_size=WINDOW)),
+        middleware=[recorder],
+        max_iters=steps + 5,
+        readback_tools=False,
+        tasks_enabled=False,
+    )
+    started = time.monotonic()
+    await agent.reply("Read every log and report the errors.")
+    wall = time.monotonic() - started
+    found, prepared, discarded = waits(recorder.events)
+    return {"waits": found, "prepared": prepared, "discarded": discarded, "wall": wall}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--step", type=float, default=0.5, help="seconds per agent call")
+    parser.add_argument("--summary", type=float, default=5.0, help="seconds per summary")
+    args = parser.parse_args()
+    print(
+        f"Regime: window {WINDOW:,} tokens, default ContextConfig (trigger 0.8, reserve 0.05), "
+        f"{args.steps} steps of {args.step} s, summary {args.summary} s per call, "
+        "our Agent with a scripted model\n"
+    )
+    print(
+        "| compaction | compactions | wait median | wait p95 | wait / summary latency "
+        "(median, p95) | prepared | discarded | wall time |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for background in (False, True):
+        r = await run(args.steps, args.step, args.summary, background)
+        w = r["waits"]
+        med, p95 = (statistics.median(w) if w else 0.0), _pct(w, 0.95)
+        name = "background (start 0.6)" if background else "blocking (at the trigger)"
+        print(
+            f"| {name} | {len(w)} | {med:.2f} s | {p95:.2f} s | "
+            f"{med / args.summary:.0%}, {p95 / args.summary:.0%} | {r['prepared']} | "
+            f"{r['discarded']} | {r['wall']:.1f} s |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

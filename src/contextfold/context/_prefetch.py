@@ -1,0 +1,134 @@
+"""Compaction prepared in the background, so the agent does not wait for its summary.
+
+With ``ContextConfig.background``, once usage passes ``start_ratio`` the engine plans a
+compaction of a snapshot and lets its tiers run (the summarizer call, the offload) in a
+task of its own while the agent goes on from the full context. The outcome is not
+committed there: it waits for the trigger, where :meth:`Prefetch.take` hands it to the
+engine's one commit point if the state it was made from is still the state (the same
+summary layer, the same messages where it folds and keeps), with everything appended
+since kept after it. At most one is in flight per engine; every phase is an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+
+from .._logging import logger
+from ..message import Msg
+from ._compaction import Outcome
+from ._plan import CompactionPlan
+from ._types import BackgroundCompactionEvent, ContextEvent
+
+__all__ = ["Prefetch", "Prepared"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A compaction executed in the background and not yet committed."""
+
+    plan: CompactionPlan
+    outcome: Outcome
+    seen: tuple[Msg, ...]
+    """The messages the outcome replaces (``outcome.consumed`` of them), as they were."""
+
+    def applies_to(self, layer: object, context: list[Msg]) -> bool:
+        """Whether the engine's state is still the one this was made from, plus messages
+        appended since: the same layer, and ``seen`` at the head of ``context``."""
+        return (
+            layer is self.plan.previous
+            and len(context) >= len(self.seen)
+            and all(a is b for a, b in zip(self.seen, context, strict=False))
+        )
+
+
+class Prefetch:
+    """At most one background compaction of one engine, from start to commit or discard."""
+
+    def __init__(self, emit: Callable[[ContextEvent], Awaitable[None]]) -> None:
+        self._emit = emit
+        self._task: asyncio.Task[Prepared | None] | None = None
+        self._started = 0.0
+        self._tried: Hashable = None
+        self.applied = 0
+        """Prepared compactions swapped in at the trigger."""
+        self.discarded = 0
+        """Prepared compactions dropped: stale, failed, nothing to fold, or cancelled."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether one is in flight or waits for the trigger."""
+        return self._task is not None
+
+    def start(self, key: Hashable, job: Callable[[], Awaitable[Prepared | None]]) -> None:
+        """Run ``job`` in the background, unless one is in flight, or a job already ran
+        for ``key`` (the state it would start from) and found nothing or failed."""
+        if self._task is not None or key == self._tried:
+            return
+        self._tried = key
+        self._started = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._run(job))
+
+    async def _run(self, job: Callable[[], Awaitable[Prepared | None]]) -> Prepared | None:
+        await self._emit(BackgroundCompactionEvent(phase="started"))
+        try:
+            prepared = await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the summarizer's or the offloader's failure
+            logger.warning("background compaction failed: %s: %s", type(exc).__name__, exc)
+            await self._dropped(f"failed: {type(exc).__name__}")
+            return None
+        if prepared is None:
+            await self._dropped("nothing to fold")
+            return None
+        self._tried = None  # a later state may be prepared again once this is taken
+        await self._emit(BackgroundCompactionEvent(phase="ready", duration_s=self._age()))
+        return prepared
+
+    async def take(self, applies: Callable[[Prepared], bool]) -> tuple[Prepared, float] | None:
+        """The prepared compaction and how long this waited for it, when one was started
+        and it ``applies`` to the state now; ``None`` otherwise (a stale one is
+        discarded). Cancelling the caller leaves the background task running."""
+        task = self._task
+        if task is None:
+            return None
+        began = time.monotonic()
+        prepared = await asyncio.shield(task)
+        self._task = None
+        waited = time.monotonic() - began
+        if prepared is None:
+            return None
+        if not applies(prepared):
+            await self._dropped("the context changed", waited=waited)
+            return None
+        self.applied += 1
+        await self._emit(
+            BackgroundCompactionEvent(phase="applied", duration_s=self._age(), waited_s=waited)
+        )
+        return prepared, waited
+
+    async def discard(self, reason: str = "dropped") -> None:
+        """Drop what is in flight or prepared (the run ended, or the caller asks)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])  # its own outcome (cancelled) is not ours to raise
+        elif task.cancelled() or task.result() is None:
+            return  # already reported as discarded
+        await self._dropped(reason)
+
+    async def _dropped(self, reason: str, *, waited: float = 0.0) -> None:
+        self.discarded += 1
+        await self._emit(
+            BackgroundCompactionEvent(
+                phase="discarded", duration_s=self._age(), waited_s=waited, reason=reason
+            )
+        )
+
+    def _age(self) -> float:
+        return time.monotonic() - self._started

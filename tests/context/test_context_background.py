@@ -1,0 +1,252 @@
+"""Compaction prepared in the background (issue 30): the agent does not wait for the summary.
+
+A summarizer that holds until released stands for a slow model: each test controls when
+the summary is written, so what the agent waited for is shown by the order of events, not
+by timing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contextfold.context import (
+    BackgroundCompactionEvent,
+    BackgroundConfig,
+    CompressionEvent,
+    ContextConfig,
+    ContextEngine,
+    ContextEvent,
+    ExtractiveSummarizer,
+    SummaryRequest,
+    SummaryResult,
+)
+from contextfold.message import Msg, check_openai_valid
+from contextfold.model import ScriptedModel
+
+from .ctx_support import call, results, user, words
+
+SYSTEM = "You are a coding agent."
+SIZE = 4000
+
+
+class HeldSummarizer:
+    """The extractive summary, written only when the test releases it (or failing)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+        self.fail = fail
+        self.inner = ExtractiveSummarizer()
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        await self.release.wait()
+        if self.fail:
+            raise RuntimeError("the summarizer is down")
+        return await self.inner.summarize(request)
+
+
+def engine_with(
+    summarizer: HeldSummarizer, events: list[ContextEvent], *, background: bool = True
+) -> ContextEngine:
+    model = ScriptedModel([], context_size=SIZE)
+    return ContextEngine(
+        counter=model.token_counter,
+        context_size=SIZE,
+        summarizer=summarizer,
+        config=ContextConfig(
+            trigger_ratio=0.8,
+            reserve_ratio=0.1,
+            background=BackgroundConfig(start_ratio=0.5) if background else None,
+        ),
+        on_event=events.append,
+    )
+
+
+async def step(engine: ContextEngine, i: int, tokens: int = 300) -> None:
+    asst = call("bash", text=f"step {i}")
+    engine.append(asst)
+    await engine.add_tool_results(results(asst, words(tokens, f"out{i}_")))
+
+
+def phases(events: list[ContextEvent]) -> list[str]:
+    return [e.phase for e in events if isinstance(e, BackgroundCompactionEvent)]
+
+
+def compressions(events: list[ContextEvent]) -> list[CompressionEvent]:
+    return [e for e in events if isinstance(e, CompressionEvent)]
+
+
+async def until_over_start(engine: ContextEngine, i: int = 0) -> int:
+    """Steps until usage passes the start mark (0.5) but not the trigger (0.8)."""
+    engine.append(user("Fix the parser."))
+    while engine.usage(SYSTEM).total <= 0.5 * SIZE:
+        await step(engine, i)
+        i += 1
+    assert engine.usage(SYSTEM).total <= 0.8 * SIZE
+    return i
+
+
+async def test_the_agent_goes_on_while_the_summary_is_written_and_it_is_swapped_in() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    first = await engine.prepare(SYSTEM)  # starts the summary of a snapshot
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    assert held.calls == 1
+    assert first.summary is None  # the agent works from the full context meanwhile
+    # More steps while the summarizer is still busy: none waits for it.
+    later: list[Msg] = []
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i)
+        later.append(engine.context[-2])
+        i += 1
+        model_input = (
+            await engine.prepare(SYSTEM) if engine.usage(SYSTEM).total <= 0.8 * SIZE else None
+        )
+        assert model_input is None or model_input.summary is None
+    assert compressions(events) == []
+    held.release.set()
+    await asyncio.sleep(0.01)
+    assert phases(events) == ["started", "ready"]
+    # At the trigger the prepared summary is swapped in: one summarizer call in all.
+    model_input = await engine.prepare(SYSTEM)
+    assert phases(events) == ["started", "ready", "applied"]
+    assert held.calls == 1
+    assert len(compressions(events)) == 1
+    assert model_input.summary is not None
+    assert model_input.usage.total <= 0.8 * SIZE
+    # Every step that arrived after the snapshot is still there, whole.
+    kept_ids = {m.id for m in model_input.context}
+    assert all(m.id in kept_ids for m in later)
+    assert check_openai_valid(model_input.messages()) == []
+    applied = [e for e in events if isinstance(e, BackgroundCompactionEvent)][-1]
+    assert applied.waited_s < 0.5  # it was ready: nothing to wait for
+
+
+async def test_at_the_trigger_the_agent_waits_only_for_what_is_left() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i)
+        i += 1
+    waiting = asyncio.create_task(engine.prepare(SYSTEM))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # over the trigger: it waits for the summary in flight
+    held.release.set()
+    model_input = await waiting
+    assert phases(events) == ["started", "ready", "applied"]
+    assert held.calls == 1
+    assert model_input.summary is not None
+
+
+async def test_a_prepared_summary_the_context_outgrew_is_discarded() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    held.release.set()
+    await asyncio.sleep(0.01)
+    # A compaction by other means changes what the prepared one was made from.
+    assert await engine.compress(SYSTEM, force=True) is not None
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i)
+        i += 1
+    model_input = await engine.prepare(SYSTEM)
+    discarded = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
+    assert "discarded" in [e.phase for e in discarded]
+    assert any(e.reason == "the context changed" for e in discarded)
+    assert engine.background.discarded >= 1
+    assert engine.background.applied == 0
+    assert model_input.usage.total <= 0.8 * SIZE  # compacted the usual way instead
+
+
+async def test_a_failed_background_summary_leaves_the_state_and_the_trigger_compacts() -> None:
+    held, events = HeldSummarizer(fail=True), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    before = engine.context
+    await engine.prepare(SYSTEM)
+    held.release.set()
+    await asyncio.sleep(0.01)
+    assert phases(events) == ["started", "discarded"]
+    assert engine.context == before
+    assert engine.summary_layer is None
+    # Not retried for the same state on every step; the trigger compacts as usual.
+    await step(engine, i)
+    await engine.prepare(SYSTEM) if engine.usage(SYSTEM).total <= 0.8 * SIZE else None
+    assert phases(events) == ["started", "discarded"]
+    held.fail = False
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        i += 1
+        await step(engine, i)
+    model_input = await engine.prepare(SYSTEM)
+    assert model_input.summary is not None
+
+
+async def test_cancelling_the_wait_leaves_the_state_and_the_summary_in_flight() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i)
+        i += 1
+    before = engine.context
+    waiting = asyncio.create_task(engine.prepare(SYSTEM))
+    await asyncio.sleep(0.02)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert engine.context == before
+    assert engine.summary_layer is None
+    held.release.set()
+    model_input = await engine.prepare(SYSTEM)
+    assert phases(events) == ["started", "ready", "applied"]
+    assert held.calls == 1
+    assert model_input.summary is not None
+
+
+async def test_discard_drops_the_summary_in_flight() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0)
+    await engine.background.discard("the run ended")
+    assert phases(events) == ["started", "discarded"]
+    assert [e.reason for e in events if isinstance(e, BackgroundCompactionEvent)][-1] == (
+        "the run ended"
+    )
+    assert not engine.background.busy
+
+
+async def test_without_background_the_agent_waits_at_the_trigger() -> None:
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events, background=False)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0)
+    assert held.calls == 0
+    assert phases(events) == []
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i)
+        i += 1
+    waiting = asyncio.create_task(engine.prepare(SYSTEM))
+    await asyncio.sleep(0.02)
+    assert held.calls == 1
+    assert not waiting.done()
+    held.release.set()
+    assert (await waiting).summary is not None
+
+
+@pytest.mark.parametrize("start", [0.05, 0.1, 0.8, 0.9])
+def test_the_start_mark_must_lie_between_reserve_and_trigger(start: float) -> None:
+    with pytest.raises(ValueError, match="start_ratio"):
+        ContextConfig(
+            trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=start)
+        )
