@@ -250,3 +250,37 @@ def test_the_start_mark_must_lie_between_reserve_and_trigger(start: float) -> No
         ContextConfig(
             trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=start)
         )
+
+
+def test_the_next_summary_starts_early_enough_for_its_latency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from contextfold.context import _prefetch
+
+    clock = [0.0]
+    monkeypatch.setattr(_prefetch.time, "monotonic", lambda: clock[0])
+    config = ContextConfig(
+        trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=0.6)
+    )
+
+    async def emit(event: ContextEvent) -> None:
+        pass
+
+    def run(latency: float | None, usage: list[int]) -> list[bool]:
+        prefetch = _prefetch.Prefetch(emit)
+        prefetch.latency = latency
+        found = []
+        for second, tokens in enumerate(usage):
+            clock[0] = float(second)
+            found.append(prefetch.due(tokens, config, 10_000, 8000))
+        return found
+
+    # Usage grows 400, 400, then 600 tokens a second toward a trigger at 8,000.
+    growing = [3600, 4000, 4400, 5000]
+    # The last summary took 5 s: at 5,000 tokens the trigger is 6 s away (< 1.5 x 5 s).
+    assert run(5.0, growing) == [False, False, False, True]
+    # No summary measured yet: only the start mark (6,000) starts one.
+    assert run(None, growing) == [False, False, False, False]
+    assert run(None, [*growing, 6100]) == [False, False, False, False, True]
+    # Never below halfway between reserve and start mark (3,500), however slow.
+    assert run(1000.0, [2000, 3000, 3400, 3600]) == [False, False, False, True]

@@ -155,8 +155,11 @@ class BackgroundConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start_ratio: float = Field(default=0.6, gt=0, lt=1)
-    """Usage at which the background summary starts; between ``reserve_ratio`` and
-    ``trigger_ratio``. Lower starts earlier (more time to finish, fewer messages folded)."""
+    """Usage at which the background summary starts at the latest; between
+    ``reserve_ratio`` and ``trigger_ratio``. Once a summary has been prepared, the next one
+    starts earlier (never below halfway between ``reserve_ratio`` and this mark) when, at
+    the rate the context has been growing, the trigger would come before a summary as long
+    as the last one could be written."""
 
 
 class MaskingConfig(BaseModel):

@@ -213,11 +213,11 @@ class ContextEngine:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
             if usage.total <= self._accounts.trigger(self.config):
-                early = self.config.background
-                if early is not None and usage.total > early.start_ratio * self.context_size:
-                    prefix, start = self._input(system_prompt, tools, usage), early.start_ratio
+                trigger = self._accounts.trigger(self.config)
+                if self.background.due(usage.total, self.config, self.context_size, trigger):
+                    prefix = self._input(system_prompt, tools, usage)
                     key = (self._start, id(self._layer), self.compressions)
-                    self.background.start(key, lambda: self._prepare_early(prefix, start))
+                    self.background.start(key, lambda: self._prepare_early(prefix))
                 return await self._build(system_prompt, tools, task_in_progress, usage)
             prefix = self._input(system_prompt, tools, usage)
             request = CompressionRequest(trigger="auto", config=self.config)
@@ -363,11 +363,11 @@ class ContextEngine:
         executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
         return None if executed is None else await self._commit(*executed, system_prompt, tools)
 
-    async def _prepare_early(self, prefix: ModelInput, start: float) -> Prepared | None:
+    async def _prepare_early(self, prefix: ModelInput) -> Prepared | None:
         """The background job: the state now compacted, not committed; a failed summary
         fails it (whether to drop messages instead is decided at the trigger)."""
         config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
-        request = CompressionRequest("auto", config, threshold_ratio=start)
+        request = CompressionRequest("auto", config, threshold_ratio=self.config.reserve_ratio)
         done = await self._execute(request, prefix.usage, prefix)
         return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from .._logging import logger
 from ..message import Msg
 from ._compaction import Outcome
+from ._config import ContextConfig
 from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
@@ -52,6 +53,10 @@ class Prefetch:
         self._task: asyncio.Task[Prepared | None] | None = None
         self._started = 0.0
         self._tried: Hashable = None
+        self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
+        self._rate: float | None = None  # tokens per second the context grows by
+        self.latency: float | None = None
+        """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
         """Prepared compactions swapped in at the trigger."""
         self.discarded = 0
@@ -61,6 +66,25 @@ class Prefetch:
     def busy(self) -> bool:
         """Whether one is in flight or waits for the trigger."""
         return self._task is not None
+
+    def due(self, tokens: int, config: ContextConfig, size: int, trigger: int) -> bool:
+        """Whether a compaction should be prepared at ``tokens`` of usage: past the start
+        mark; or past halfway between reserve and start mark when, at the rate usage has
+        been growing, the trigger would come before a summary as long as the last one."""
+        if config.background is None:
+            return False
+        start = int(config.background.start_ratio * size)
+        floor = int((config.background.start_ratio + config.reserve_ratio) / 2 * size)
+        now = time.monotonic()
+        if self._seen is not None and now > self._seen[0] and tokens > self._seen[1]:
+            rate = (tokens - self._seen[1]) / (now - self._seen[0])
+            self._rate = rate if self._rate is None else (self._rate + rate) / 2
+        self._seen = (now, tokens)
+        if tokens > start:
+            return True
+        if tokens <= floor or self._rate is None or self.latency is None:
+            return False
+        return (trigger - tokens) / self._rate < 1.5 * self.latency
 
     def start(self, key: Hashable, job: Callable[[], Awaitable[Prepared | None]]) -> None:
         """Run ``job`` in the background, unless one is in flight, or a job already ran
@@ -85,7 +109,8 @@ class Prefetch:
             await self._dropped("nothing to fold")
             return None
         self._tried = None  # a later state may be prepared again once this is taken
-        await self._emit(BackgroundCompactionEvent(phase="ready", duration_s=self._age()))
+        self.latency = self._age()
+        await self._emit(BackgroundCompactionEvent(phase="ready", duration_s=self.latency))
         return prepared
 
     async def take(self, applies: Callable[[Prepared], bool]) -> tuple[Prepared, float] | None:
