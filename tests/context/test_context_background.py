@@ -284,3 +284,33 @@ def test_the_next_summary_starts_early_enough_for_its_latency(
     assert run(None, [*growing, 6100]) == [False, False, False, False, True]
     # Never below halfway between reserve and start mark (3,500), however slow.
     assert run(1000.0, [2000, 3000, 3400, 3600]) == [False, False, False, True]
+
+
+def test_a_summary_prepared_on_an_event_loop_that_ended_is_dropped() -> None:
+    # A framework called once per ``asyncio.run``: the task dies with its loop.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+
+    async def first() -> int:
+        i = await until_over_start(engine)
+        await engine.prepare(SYSTEM)
+        await asyncio.sleep(0)
+        return i
+
+    i = asyncio.run(first())
+    assert engine.background.busy
+
+    async def second() -> None:
+        held.release = asyncio.Event()
+        held.release.set()
+        j = i
+        while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+            await step(engine, j)
+            j += 1
+        model_input = await engine.prepare(SYSTEM)
+        assert model_input.summary is not None  # compacted the usual way
+
+    asyncio.run(second())
+    found = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
+    assert found[-1].phase == "discarded"
+    assert found[-1].reason == "its event loop ended"

@@ -89,6 +89,9 @@ class Prefetch:
     def start(self, key: Hashable, job: Callable[[], Awaitable[Prepared | None]]) -> None:
         """Run ``job`` in the background, unless one is in flight, or a job already ran
         for ``key`` (the state it would start from) and found nothing or failed."""
+        if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
+            self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
+            self.discarded += 1
         if self._task is not None or key == self._tried:
             return
         self._tried = key
@@ -119,6 +122,10 @@ class Prefetch:
         discarded). Cancelling the caller leaves the background task running."""
         task = self._task
         if task is None:
+            return None
+        if task.get_loop() is not asyncio.get_running_loop():
+            self._task = None
+            await self._dropped("its event loop ended")
             return None
         began = time.monotonic()
         prepared = await asyncio.shield(task)
