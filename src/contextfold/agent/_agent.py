@@ -229,9 +229,12 @@ class Agent:
         self._add_readback_tools(self.context_config)
 
     async def save_session(self, store: SessionStore | None = None) -> None:
-        """Save :attr:`state` as JSON to ``store`` (default: the offloader, if it is one)."""
+        """Save :attr:`state` as JSON to ``store`` (default: the offloader, if it is one),
+        through ``ContextConfig.redact`` when one is set: the stored state holds no secret
+        the live context shows (a resumed session sees them masked)."""
+        state = self.state.redacted(self.context_config.redact)
         await session_store(self.offloader, store).save_state(
-            self.session_id, self.state.model_dump_json()
+            self.session_id, state.model_dump_json()
         )
 
     async def resume_session(self, session_id: str, store: SessionStore | None = None) -> bool:

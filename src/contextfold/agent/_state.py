@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..context import redact_messages
 from ..message import Msg
 from ._tasks import Task
 
@@ -31,3 +33,13 @@ class AgentState(BaseModel):
     tasks: list[Task] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free for the application (e.g. a title or the user's id)."""
+
+    def redacted(self, redact: Callable[[str], str] | None) -> AgentState:
+        """This state with every message's text passed through ``redact`` (what is stored
+        holds no secret the live context still shows); itself when ``redact`` is ``None``."""
+        if redact is None:
+            return self
+        summary = None if self.summary is None else redact_messages([self.summary], redact)[0]
+        return self.model_copy(
+            update={"summary": summary, "context": redact_messages(self.context, redact)}
+        )

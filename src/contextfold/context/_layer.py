@@ -14,7 +14,7 @@ message's metadata.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -286,6 +286,17 @@ class SummaryLayer:
             fields=self.fields,
             refs=self.refs,
             requests=self.requests,
+        )
+
+    def redacted(self, redact: Callable[[str], str]) -> SummaryLayer:
+        """This layer with its parts and the user's messages it shows passed through
+        ``redact`` (the rest was written from redacted text already)."""
+        return SummaryLayer(
+            parts=tuple(redact(p) for p in self.parts),
+            ledger=self.ledger,
+            fields=self.fields,
+            refs=self.refs,
+            requests=tuple(redact(r) for r in self.requests),
         )
 
     # -- budgets ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ offload is never done twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from .._exceptions import MessageFormatError
 from ..message import Msg
 from ._layer import SummaryLayer
+from ._redact import redact_messages
 
 __all__ = ["EngineState"]
 
@@ -32,6 +33,14 @@ class EngineState:
     context: tuple[Msg, ...]
     offloads: Mapping[str, str] = field(default_factory=dict)
     """Content digest of each thing offloaded -> its reference."""
+
+    def redacted(self, redact: Callable[[str], str] | None) -> EngineState:
+        """This state with every text passed through ``redact`` (what is stored holds no
+        secret the live context still shows); itself when ``redact`` is ``None``."""
+        if redact is None:
+            return self
+        summary = None if self.summary is None else self.summary.redacted(redact)
+        return EngineState(summary, tuple(redact_messages(self.context, redact)), self.offloads)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready document (:meth:`from_json` reads it back)."""

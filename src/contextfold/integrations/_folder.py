@@ -189,7 +189,7 @@ class HistoryFolder(Generic[T]):
             "seen": self._seen,
             "last": _normal(self._last),
             "pending": self._pending,
-            "engine": self.engine.state().to_json(),
+            "engine": self.engine.state().redacted(self.engine.config.redact).to_json(),
         }
         assert self.store is not None
         await self.store.save_state(self.engine.session_id, json.dumps(document))
