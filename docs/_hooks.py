@@ -16,7 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = re.compile(r"<!--\s*include\s+(\S+)\s*-->")
 LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
-ON_SITE = {"BENCHMARKS.md": "docs/benchmarks.md"}
+ON_SITE = {"BENCHMARKS.md": "docs/benchmarks.md", "CHANGELOG.md": "docs/changelog.md"}
 """Repository files shown on the site, by where they are on it."""
 
 

@@ -23,6 +23,7 @@ SITE_PAGES = sorted(
         DOCS / "index.md",
         DOCS / "getting-started.md",
         DOCS / "benchmarks.md",
+        DOCS / "changelog.md",
         *(DOCS / "concepts").glob("*.md"),
         *(DOCS / "how-to").glob("*.md"),
     ]
@@ -59,6 +60,7 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     benchmarks = (site / "benchmarks" / "index.html").read_text()
     for heading in re.findall(r"^## (.+)$", (ROOT / "BENCHMARKS.md").read_text(), re.M)[:3]:
         assert heading.split("`")[0].strip() in benchmarks
+    assert "Unreleased" in (site / "changelog" / "index.html").read_text()
     # No web font or other asset fetched from elsewhere at build or view time.
     index = (site / "index.html").read_text()
     assert "fonts.googleapis.com" not in index
