@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Required, TypedDict, TypeVar
+from typing import Any, Generic, Required, TypedDict, TypeVar
 
 from ..context import (
     CompressionHook,
@@ -19,7 +19,7 @@ from ..tool import readback_tools
 from ..workspace import Offloader, WorkspaceReader
 from ._folder import Codec, HistoryFolder
 
-__all__ = ["EngineOptions", "Sessions", "readback_functions"]
+__all__ = ["EngineOptions", "Sessions", "check_options", "readback_functions"]
 
 T = TypeVar("T")
 
@@ -44,6 +44,66 @@ class EngineOptions(TypedDict, total=False):
     readback: bool
 
 
+def check_options(options: Mapping[str, Any]) -> None:
+    """Raise ``TypeError`` or ``ValueError`` naming the option when ``options`` cannot
+    make an engine: at the integration's construction, not at the first model call deep
+    inside the framework."""
+    known = EngineOptions.__required_keys__ | EngineOptions.__optional_keys__
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(
+            f"unknown option {unknown[0]!r}; the options are {', '.join(sorted(known))}"
+        )
+    for name, needs in _NEEDS.items():  # (``__required_keys__`` is empty under PEP 563)
+        if name not in options:
+            raise TypeError(f"the option {name!r} is required ({needs})")
+    counter = options["counter"]
+    if not isinstance(counter, TokenCounter):
+        hint = (
+            f"; for a model name use counter_for_model({counter!r})"
+            if isinstance(counter, str)
+            else ""
+        )
+        raise TypeError(
+            f"counter must be a TokenCounter (count_text, count_message), got "
+            f"{type(counter).__name__}{hint}"
+        )
+    size = options["context_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ValueError(f"context_size must be a positive number of tokens, got {size!r}")
+    config = options.get("config")
+    if config is not None:
+        if not isinstance(config, ContextConfig):
+            raise TypeError(
+                f"config must be a ContextConfig, got {type(config).__name__} "
+                "(write ContextConfig(**...))"
+            )
+        config.check_buffer()
+    summarizer = options.get("summarizer")
+    if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+        raise TypeError(
+            f"summarizer must be a Summarizer (an async summarize(request)), got "
+            f"{type(summarizer).__name__}; for a model use ModelSummarizer(model)"
+        )
+    offloader = options.get("offloader")
+    if offloader is not None and not isinstance(offloader, Offloader):
+        raise TypeError(
+            f"offloader must be an Offloader (a workspace), got {type(offloader).__name__}"
+        )
+    for name in ("on_event", "compression_hook"):
+        value = options.get(name)
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    if not isinstance(options.get("readback", True), bool):
+        raise TypeError(f"readback must be True or False, got {options['readback']!r}")
+
+
+_NEEDS = {
+    "counter": "a TokenCounter, e.g. contextfold.token.counter_for_model('gpt-4o')",
+    "context_size": "the model's window in tokens",
+}
+
+
 def readback_functions(options: EngineOptions) -> list[Callable[..., Awaitable[str]]]:
     """The read-back tools as plain async functions (none without a readable workspace)."""
     offloader = options.get("offloader")
@@ -64,6 +124,9 @@ class Sessions(Generic[T]):
     rewrites_history: bool
     max_sessions: int = 256
     _folders: OrderedDict[str, HistoryFolder[T]] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        check_options(self.options)
 
     def get(self, session_id: str) -> HistoryFolder[T]:
         """The folder of ``session_id`` (a new engine the first time, or after eviction)."""
