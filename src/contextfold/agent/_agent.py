@@ -42,6 +42,7 @@ from ..tool import Skill, Toolkit, load_skills, skills_prompt
 from ..workspace import LocalWorkspace, MemoryWorkspace, Offloader, SessionStore, WorkspaceReader
 from ._compress_tool import CompressContextTool
 from ._events import AgentEvent, ContextChangeEvent
+from ._idle import IdleCompaction
 from ._loop import Loop, as_msgs
 from ._permissions import Permissions
 from ._session import Checkpoints, session_store, take_lease
@@ -153,6 +154,14 @@ class Agent:
         )
         self._events = EventSink()
         self._lock = asyncio.Lock()
+        cache_model = summarizer if isinstance(summarizer, ChatModelBase) else None
+        self._idle = IdleCompaction(
+            self._engine,
+            lifetime=lambda: None if cache_model is None else cache_model.cache_lifetime,
+            inputs=self._idle_inputs,
+            in_turn=self._lock.locked,
+            applied=self._idle_applied,
+        )
         # Set while a session is held (hold_session).
         self._checkpoints = Checkpoints(lambda store: self.save_session(store))
         self._loop = Loop(self._engine, self._reason, self._act, self._checkpoints, self._events)
@@ -318,8 +327,11 @@ class Agent:
         says so (``metadata["stop_reason"] == "max_iters"``) instead of raising.
         """
         async with self._lock:
+            self._idle.turn_started()
             ctx = ReplyContext(agent=self, msg=as_msgs(msg))
-            return await self.middleware.wrap("on_reply", ctx, self._reply_core)
+            answer = await self.middleware.wrap("on_reply", ctx, self._reply_core)
+            self._idle.turn_ended()
+            return answer
 
     def __call__(self, msg: Msg | Sequence[Msg] | str | None = None) -> Awaitable[Msg]:
         """Same as :meth:`reply`."""
@@ -472,6 +484,12 @@ class Agent:
         )
 
     # ----------------------------------------------------------------- events
+
+    async def _idle_inputs(self) -> tuple[str, list[ToolSpec]]:
+        return await self.build_system_prompt(), self.tool_specs()
+
+    async def _idle_applied(self, event: CompressionEvent) -> None:
+        await self._checkpoints.save()  # a held session stores the compacted state
 
     async def _on_context_event(self, event: ContextEvent) -> None:
         await self.middleware.context_event(event, self)

@@ -161,6 +161,17 @@ class BackgroundConfig(BaseModel):
     the rate the context has been growing, the trigger would come before a summary as long
     as the last one could be written."""
 
+    idle: bool = True
+    """Between turns, when the next turn would likely cross the trigger (the context plus
+    the median growth of recent turns), prepare and apply the compaction before the
+    provider's prompt cache expires (``ChatModel.cache_lifetime``), so the summary call
+    reads the cached prefix instead of writing it again. Our :class:`Agent` does this; a
+    model without a cache lifetime never triggers it."""
+    idle_margin_s: float = Field(default=30.0, ge=0)
+    """How long before the cache lifetime runs out the idle compaction starts. Waiting
+    until then costs nothing if the user comes back sooner: their turn reads a warm cache
+    anyway, and no compaction is spent on a guess."""
+
 
 class MaskingConfig(BaseModel):
     """Observation masking: before summarizing, try replacing old tool results (outside

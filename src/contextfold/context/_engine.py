@@ -10,6 +10,7 @@ masking, the newest-turn cut, the summary with escalation) and the usage note
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -255,6 +256,34 @@ class ContextEngine:
             prefix = self._input(system_prompt, tools, self.usage(system_prompt, tools))
             return await self._run_compression(system_prompt, tools, request, prefix=prefix)
 
+    async def prepare_ahead(
+        self, system_prompt: str, tools: Sequence[ToolSpec] = (), *, growth: int
+    ) -> bool:
+        """Between turns: start preparing a compaction now if the next turn, growing the
+        context by ``growth`` tokens, would cross the trigger; whether one is in flight.
+        Commit it with :meth:`apply_prepared`, or let the trigger take it."""
+        async with self._lock:
+            usage = self.usage(system_prompt, tools)
+            if usage.total + growth > self._accounts.trigger(self.config):
+                prefix = self._input(system_prompt, tools, usage)
+                key = ("idle", self._start, id(self._layer), self.compressions)
+                job = functools.partial(self._prepare_early, prefix, "idle")
+                self.background.start(key, job, cause="idle")
+            return self.background.busy
+
+    async def apply_prepared(
+        self, system_prompt: str, tools: Sequence[ToolSpec] = ()
+    ) -> CompressionEvent | None:
+        """Swap in the compaction prepared in the background now, if it is ready (see
+        ``background.ready()``) and still applies; ``None`` otherwise."""
+        async with self._lock:
+            if not self.background.finished:
+                return None
+            taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
+            if taken is None:
+                return None
+            return await self._commit(taken[0].plan, taken[0].outcome, system_prompt, tools)
+
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
         return self._accounts.usage(
@@ -363,11 +392,13 @@ class ContextEngine:
         executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
         return None if executed is None else await self._commit(*executed, system_prompt, tools)
 
-    async def _prepare_early(self, prefix: ModelInput) -> Prepared | None:
+    async def _prepare_early(
+        self, prefix: ModelInput, trigger: CompressionTrigger = "auto"
+    ) -> Prepared | None:
         """The background job: the state now compacted, not committed; a failed summary
         fails it (whether to drop messages instead is decided at the trigger)."""
         config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
-        request = CompressionRequest("auto", config, threshold_ratio=self.config.reserve_ratio)
+        request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
         done = await self._execute(request, prefix.usage, prefix)
         return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
 

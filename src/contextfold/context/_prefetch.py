@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
+from typing import Literal
 
 from .._logging import logger
 from ..message import Msg
@@ -51,6 +52,7 @@ class Prefetch:
     def __init__(self, emit: Callable[[ContextEvent], Awaitable[None]]) -> None:
         self._emit = emit
         self._task: asyncio.Task[Prepared | None] | None = None
+        self._cause: Literal["usage", "idle"] = "usage"
         self._started = 0.0
         self._tried: Hashable = None
         self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
@@ -66,6 +68,11 @@ class Prefetch:
     def busy(self) -> bool:
         """Whether one is in flight or waits for the trigger."""
         return self._task is not None
+
+    @property
+    def finished(self) -> bool:
+        """Whether one ran to its end and waits to be taken (or to be found stale)."""
+        return self._task is not None and self._task.done()
 
     def due(self, tokens: int, config: ContextConfig, size: int, trigger: int) -> bool:
         """Whether a compaction should be prepared at ``tokens`` of usage: past the start
@@ -86,7 +93,13 @@ class Prefetch:
             return False
         return (trigger - tokens) / self._rate < 1.5 * self.latency
 
-    def start(self, key: Hashable, job: Callable[[], Awaitable[Prepared | None]]) -> None:
+    def start(
+        self,
+        key: Hashable,
+        job: Callable[[], Awaitable[Prepared | None]],
+        *,
+        cause: Literal["usage", "idle"] = "usage",
+    ) -> None:
         """Run ``job`` in the background, unless one is in flight, or a job already ran
         for ``key`` (the state it would start from) and found nothing or failed."""
         if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
@@ -95,11 +108,12 @@ class Prefetch:
         if self._task is not None or key == self._tried:
             return
         self._tried = key
+        self._cause = cause
         self._started = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._run(job))
 
     async def _run(self, job: Callable[[], Awaitable[Prepared | None]]) -> Prepared | None:
-        await self._emit(BackgroundCompactionEvent(phase="started"))
+        await self._emit(BackgroundCompactionEvent(phase="started", cause=self._cause))
         try:
             prepared = await job()
         except asyncio.CancelledError:
@@ -113,7 +127,9 @@ class Prefetch:
             return None
         self._tried = None  # a later state may be prepared again once this is taken
         self.latency = self._age()
-        await self._emit(BackgroundCompactionEvent(phase="ready", duration_s=self.latency))
+        await self._emit(
+            BackgroundCompactionEvent(phase="ready", duration_s=self.latency, cause=self._cause)
+        )
         return prepared
 
     async def take(self, applies: Callable[[Prepared], bool]) -> tuple[Prepared, float] | None:
@@ -138,9 +154,24 @@ class Prefetch:
             return None
         self.applied += 1
         await self._emit(
-            BackgroundCompactionEvent(phase="applied", duration_s=self._age(), waited_s=waited)
+            BackgroundCompactionEvent(
+                phase="applied", duration_s=self._age(), waited_s=waited, cause=self._cause
+            )
         )
         return prepared, waited
+
+    async def ready(self) -> bool:
+        """Wait, without taking it, until the one in flight is ready; whether one is."""
+        task = self._task
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            return False
+        try:
+            prepared = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():  # discarded meanwhile; the caller itself goes on
+                return False
+            raise
+        return prepared is not None and self._task is task
 
     async def discard(self, reason: str = "dropped") -> None:
         """Drop what is in flight or prepared (the run ended, or the caller asks)."""
@@ -158,7 +189,11 @@ class Prefetch:
         self.discarded += 1
         await self._emit(
             BackgroundCompactionEvent(
-                phase="discarded", duration_s=self._age(), waited_s=waited, reason=reason
+                phase="discarded",
+                duration_s=self._age(),
+                waited_s=waited,
+                reason=reason,
+                cause=self._cause,
             )
         )
 

@@ -26,10 +26,11 @@ __all__ = [
     "UsageHintEvent",
 ]
 
-CompressionTrigger: TypeAlias = Literal["auto", "manual", "tool", "overflow"]
+CompressionTrigger: TypeAlias = Literal["auto", "manual", "tool", "overflow", "idle"]
 """Why a compression ran: over the trigger before a step (``auto``), asked for by code
 (``manual``), by the agent's ``CompressContext`` tool (``tool``), or after the provider
-reported the window exceeded (``overflow``)."""
+reported the window exceeded (``overflow``), or between turns ahead of a likely trigger,
+while the provider's prompt cache is still warm (``idle``)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,9 @@ class BackgroundCompactionEvent(BaseModel):
     """How long ``prepare`` waited for it (``applied``, and ``discarded`` after a wait)."""
     reason: str | None = None
     """Why it was discarded."""
+    cause: Literal["usage", "idle"] = "usage"
+    """What started it: usage past ``start_ratio``, or an idle agent whose next turn would
+    likely cross the trigger (started before the provider's prompt cache expires)."""
 
 
 ContextEvent: TypeAlias = (

@@ -68,6 +68,12 @@ class AnthropicChatModel(SDKChatModel[anthropic.AsyncAnthropic]):
     prompt_caching: bool = True
     """Whether requests carry ``cache_control`` breakpoints."""
 
+    @property
+    def cache_lifetime(self) -> float | None:
+        """Five minutes, refreshed on use, for the breakpoints sent (Anthropic's prompt
+        caching page: the default ``ephemeral`` lifetime); ``None`` without caching."""
+        return 300.0 if self.prompt_caching else None
+
     _sdk_module: ClassVar[ModuleType] = anthropic
     _client_class = anthropic.AsyncAnthropic
     _provider = "Anthropic"

@@ -100,6 +100,12 @@ class ChatModelBase(ABC):
         self._token_counter = token_counter
 
     @property
+    def cache_lifetime(self) -> float | None:
+        """Seconds the provider keeps a prompt prefix cached after its last use (``None``:
+        no lifetime, or no cache to keep warm); idle compaction starts before it runs out."""
+        return None
+
+    @property
     def token_counter(self) -> TokenCounter:
         """The counter that matches this model's tokenizer and framing."""
         if self._token_counter is None:

@@ -82,6 +82,13 @@ class OpenAIChatModel(SDKChatModel[openai.AsyncOpenAI]):
     _provider = "OpenAI"
     _key_variable = "OPENAI_API_KEY"
 
+    @property
+    def cache_lifetime(self) -> float | None:
+        """Five minutes on OpenAI itself (its prompt caching guide: cached prefixes stay
+        active for 5 to 10 minutes of inactivity); ``None`` for other servers, whose
+        cache, if any, has no lifetime this knows of."""
+        return 300.0 if self._client.base_url.host == "api.openai.com" else None
+
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_name!r}, base_url={str(self._client.base_url)!r})"
 

@@ -105,6 +105,7 @@ class ScriptedModel(ChatModelBase):
         context_size: int = 128_000,
         report_usage: bool = True,
         keep_requests: int | None = None,
+        cache_lifetime: float | None = None,
         **kwargs: Any,
     ) -> None:
         if keep_requests is not None and keep_requests < 0:
@@ -121,6 +122,7 @@ class ScriptedModel(ChatModelBase):
             self._queue = list(script)
         self.report_usage = report_usage
         self.keep_requests = keep_requests
+        self._cache_lifetime = cache_lifetime
         self.requests: list[ScriptedRequest] = []
         """The requests received, oldest first (the last ``keep_requests`` if set)."""
         self.request_count = 0
@@ -129,6 +131,11 @@ class ScriptedModel(ChatModelBase):
     def add(self, *replies: ScriptedReply) -> None:
         """Append replies to the queue."""
         self._queue.extend(replies)
+
+    @property
+    def cache_lifetime(self) -> float | None:
+        """As given: a provider's prompt-cache lifetime to act out (idle compaction)."""
+        return self._cache_lifetime
 
     @property
     def remaining(self) -> int:

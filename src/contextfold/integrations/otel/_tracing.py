@@ -237,6 +237,7 @@ def record_event(span: Span, event: ContextEvent) -> None:
     elif isinstance(event, BackgroundCompactionEvent):
         attributes = {
             "contextfold.background.phase": event.phase,
+            "contextfold.background.cause": event.cause,
             "contextfold.duration_s": event.duration_s,
             "contextfold.waited_s": event.waited_s,
         }
