@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import sys
@@ -468,3 +469,43 @@ def test_live_view_draws_a_bar_per_layer_and_the_trigger() -> None:
         assert label in text
     assert "compression trigger at 75% (1,920 tokens)" in text
     assert "step 4: thinking" in text
+
+
+async def test_scripted_run_in_the_background_shows_when_each_summary_was_prepared(
+    tmp_path: Path,
+) -> None:
+    async def summarize(request: ScriptedRequest) -> Any:
+        await asyncio.sleep(0.2)
+        return {
+            "task_overview": "Read the files and report their errors.",
+            "current_state": "Files read.",
+            "important_discoveries": "error code 1",
+            "next_steps": "Answer.",
+            "context_to_preserve": "f0.txt",
+        }
+
+    model = ScriptedModel(_agent_script, context_size=2048)
+    out = io.StringIO()
+    settings = DemoSettings(
+        folder=_folder(tmp_path, n=5),
+        workdir=tmp_path / "work",
+        context_size=2048,
+        tool_result_limit=200,
+        max_steps=8,
+        guided=True,
+        background=True,
+        background_start=0.3,
+    )
+    result = await run_demo(
+        settings, model, ScriptedModel(summarize), PlainView(Console(file=out, width=200))
+    )
+    text = out.getvalue()
+    phases = [e.phase for e in result.background]
+    assert phases[:3] == ["started", "ready", "applied"]
+    assert "background summary started on a snapshot" in text
+    assert "applied at the trigger" in text
+    assert "summary prepared in the background, swapped in" in text
+    # One wait per compression: what was left of a prepared one, or the whole of another.
+    assert len(result.waits) == len(result.compressions)
+    applied = next(e for e in result.background if e.phase == "applied")
+    assert applied.waited_s in result.waits

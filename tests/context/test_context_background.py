@@ -124,6 +124,11 @@ async def test_the_agent_goes_on_while_the_summary_is_written_and_it_is_swapped_
     assert check_openai_valid(model_input.messages()) == []
     applied = [e for e in events if isinstance(e, BackgroundCompactionEvent)][-1]
     assert applied.waited_s < 0.5  # it was ready: nothing to wait for
+    # The event reports the usage it was swapped in at (over the trigger), not the
+    # snapshot's (just past the start mark), and what it came down to.
+    (compression,) = compressions(events)
+    assert compression.tokens_before > 0.8 * SIZE
+    assert compression.tokens_after == model_input.usage.total < compression.tokens_before
 
 
 async def test_at_the_trigger_the_agent_waits_only_for_what_is_left() -> None:

@@ -109,6 +109,15 @@ def demo(
         ),
     ] = True,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the embedded model's sampling.")] = 0,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Prepare summaries in the background before the trigger "
+            "(ContextConfig.background); the view shows when each was prepared, how long "
+            "it took and how long the agent waited for it.",
+        ),
+    ] = False,
     plain: Annotated[
         bool, typer.Option("--plain", help="Plain line-by-line output even in a terminal.")
     ] = False,
@@ -135,6 +144,7 @@ def demo(
         tool_result_limit=tool_result_limit,
         max_steps=max_steps,
         guided=guided,
+        background=background,
     )
     view: DemoView = (
         LiveView(console, trigger_ratio=settings.trigger_ratio, model_name=agent_model.model_name)
@@ -174,6 +184,16 @@ def _report(console: Console, result: DemoResult, *, local: bool, summarizer_lab
         f"({summaries} summarized by the model, {fallbacks} by the truncation fallback), "
         f"{result.readbacks} read-back(s) of offloaded content."
     )
+    if result.background:
+        applied = [e for e in result.background if e.phase == "applied"]
+        dropped = sum(e.phase == "discarded" for e in result.background)
+        took = ", ".join(f"{e.duration_s:.1f}s" for e in applied) or "none"
+        waited = ", ".join(f"{e.waited_s:.1f}s" for e in applied) or "none"
+        console.print(
+            f"Background summaries: {len(applied)} applied (took {took}; the agent waited "
+            f"{waited} for them), {dropped} discarded. The agent stood still for summaries "
+            f"{sum(result.waits):.1f}s in all ({len(result.waits)} compression(s))."
+        )
     if result.peak is not None:
         console.print(
             f"Peak input: {result.peak.total:,} of {result.peak.context_size:,} tokens "

@@ -16,6 +16,8 @@ from rich.text import Text
 from .._logging import logger
 from ..agent import Agent, ReplyEvent
 from ..context import (
+    BackgroundCompactionEvent,
+    BackgroundConfig,
     CompressionEvent,
     ContextConfig,
     ContextEvent,
@@ -76,6 +78,9 @@ class DemoSettings:
     guided: bool
     trigger_ratio: float = 0.75
     reserve_ratio: float = 0.2
+    background: bool = False
+    """Prepare summaries in the background from ``background_start`` of the window."""
+    background_start: float = 0.55
 
 
 @dataclass
@@ -88,6 +93,11 @@ class DemoResult:
     steps: int = 0
     truncations: int = 0
     compressions: list[CompressionEvent] = field(default_factory=list)
+    background: list[BackgroundCompactionEvent] = field(default_factory=list)
+    """Phases of the summaries prepared in the background (``--background``)."""
+    waits: list[float] = field(default_factory=list)
+    """Seconds the agent stood still for each compression (for a prepared one, what was
+    left of it at the trigger)."""
     readbacks: int = 0
     records: list[StepRecord] = field(default_factory=list)
     answer: dict[str, Any] | None = None
@@ -128,6 +138,7 @@ class _Narrator(Middleware):
         self.workdir = workdir
         self.started = time.monotonic()
         self.hinted = False
+        self.applied: BackgroundCompactionEvent | None = None
 
     def line(self, *parts: tuple[str, str]) -> None:
         stamp = (f"{time.monotonic() - self.started:5.0f}s ", "dim")
@@ -163,8 +174,12 @@ class _Narrator(Middleware):
             )
         elif isinstance(event, CompressionEvent):
             self.result.compressions.append(event)
+            prepared, self.applied = self.applied, None  # the prepared one follows its event
+            self.result.waits.append(prepared.waited_s if prepared else event.duration_s)
             how = (
-                "summary written by the model"
+                "summary prepared in the background, swapped in"
+                if prepared is not None
+                else "summary written by the model"
                 if event.method == "summary"
                 else f"FALLBACK: the summary failed ({event.error}), oldest messages dropped"
             )
@@ -189,6 +204,10 @@ class _Narrator(Middleware):
                     "cyan",
                 ),
             )
+        elif isinstance(event, BackgroundCompactionEvent):
+            self.result.background.append(event)
+            self.applied = event if event.phase == "applied" else None
+            self.line(("  ⟳ background summary ", "bold blue"), (_phase(event), "blue"))
         elif isinstance(event, ImageRemovalEvent):
             self.line(("  ▣ images removed ", "bold"), (str(event.images_removed), ""))
 
@@ -294,6 +313,11 @@ async def run_demo(
         trigger_ratio=settings.trigger_ratio,
         reserve_ratio=settings.reserve_ratio,
         tool_result_limit=settings.tool_result_limit,
+        background=(
+            BackgroundConfig(start_ratio=settings.background_start, idle=False)
+            if settings.background
+            else None
+        ),
     )
     session_id = uuid.uuid4().hex[:12]  # short: the model reads it in every reference
     result = DemoResult(session_id=session_id, workdir=workspace.workdir)
@@ -363,6 +387,20 @@ async def run_demo(
         result.summary_cache = cache_meters(summarizer)[0]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _phase(event: BackgroundCompactionEvent) -> str:
+    """One line on a background summary's phase: when, how long, how long waited."""
+    if event.phase == "started":
+        return "started on a snapshot; the agent goes on from the full context"
+    if event.phase == "ready":
+        return f"ready after {event.duration_s:.1f}s; swapped in at the trigger"
+    if event.phase == "applied":
+        return (
+            f"applied at the trigger, {event.duration_s:.1f}s after it started; the agent "
+            f"waited {event.waited_s:.1f}s for it"
+        )
+    return f"discarded after {event.duration_s:.1f}s: {event.reason}"
 
 
 def _recorder(path: Path) -> Callable[[ModelCall], None]:

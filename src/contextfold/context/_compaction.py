@@ -56,13 +56,21 @@ class Outcome:
     attempts: int = 0
     error: str | None = None
 
-    def event(self, plan: CompactionPlan, *, tokens_after: int, kept: int) -> CompressionEvent:
-        """The event reporting this outcome of ``plan``, once committed."""
+    def event(
+        self,
+        plan: CompactionPlan,
+        *,
+        tokens_after: int,
+        kept: int,
+        tokens_before: int | None = None,
+    ) -> CompressionEvent:
+        """The event reporting this outcome of ``plan``, once committed; ``tokens_before``
+        is the usage it was committed at, when that is not the plan's (prepared early)."""
         assert self.method != "cut"
         return CompressionEvent(
             trigger=plan.request.trigger,
             method=self.method,
-            tokens_before=plan.usage.total,
+            tokens_before=plan.usage.total if tokens_before is None else tokens_before,
             tokens_after=tokens_after,
             messages_removed=self.removed,
             messages_kept=kept,

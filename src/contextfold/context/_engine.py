@@ -282,7 +282,8 @@ class ContextEngine:
             taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
             if taken is None:
                 return None
-            return await self._commit(taken[0].plan, taken[0].outcome, system_prompt, tools)
+            plan, outcome = taken[0].plan, taken[0].outcome
+            return await self._commit(plan, outcome, system_prompt, tools, prepared=True)
 
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
@@ -385,7 +386,9 @@ class ContextEngine:
         if request.trigger == "auto" and self.background.busy:
             taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
             if taken is not None:
-                event = await self._commit(taken[0].plan, taken[0].outcome, system_prompt, tools)
+                event = await self._commit(
+                    taken[0].plan, taken[0].outcome, system_prompt, tools, prepared=True
+                )
                 if self.usage(system_prompt, tools).total <= self._accounts.trigger(self.config):
                     return event
                 prefix = None  # still over: compact again, from the state as it is now
@@ -439,10 +442,14 @@ class ContextEngine:
         outcome: Outcome,
         system_prompt: str,
         tools: Sequence[ToolSpec],
+        *,
+        prepared: bool = False,
     ) -> CompressionEvent | None:
-        """Swap the outcome in (the one place a compaction changes the state); report it."""
+        """Swap the outcome in (the one place a compaction changes the state); report it.
+        A ``prepared`` one reports the usage it is committed at, not its snapshot's."""
         if outcome.method == "cut" and not outcome.truncations:
             return None
+        before = self.usage(system_prompt, tools).total if prepared else None
         self._context = [*outcome.context, *self._context[outcome.consumed :]]
         self._context_tokens = sum(self.counter.count_message(m) for m in self._context)
         if outcome.layer is not None:
@@ -459,7 +466,9 @@ class ContextEngine:
                 if outcome.method == "masking"
                 else self.usage(system_prompt, tools).total
             )
-            event = outcome.event(plan, tokens_after=after, kept=len(self._context))
+            event = outcome.event(
+                plan, tokens_after=after, kept=len(self._context), tokens_before=before
+            )
         for truncation in outcome.truncations:
             await self._emit(truncation)
         if event is not None:
