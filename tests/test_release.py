@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -93,6 +94,10 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path: Path) -> None:
     assert {m.replace(".__init__", "") for m in shipped} | shipped >= source_modules()
     assert source_data() <= names, source_data() - names
     assert "contextfold/py.typed" in names
+    # The license text travels with the wheel and the sdist.
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)[-8:]
+    with tarfile.open(sdist) as archive:
+        assert f"contextfold-{PROJECT['version']}/LICENSE" in archive.getnames()
     assert not [n for n in names if n.endswith((".orig", ".rej", ".pyc"))]
 
     venv = tmp_path / "venv"
