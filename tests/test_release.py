@@ -16,8 +16,8 @@ import os
 import subprocess
 import sys
 import sysconfig
-import tomllib
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 

@@ -165,6 +165,18 @@ async def run_conversation(
             check_nothing_lost(engine, offloader, added)
 
 
+async def test_a_result_cut_twice_keeps_its_original_saved() -> None:
+    """Found by the property below: a result truncated on arrival and cut again at a
+    compaction was saved a second time, its cut text over the original's file."""
+    await run_conversation(
+        [("user", 244), ("tools", [1500, 1500])],
+        [],
+        use_offloader=True,
+        trigger=0.5,
+        reserve=0.05,
+    )
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(step, min_size=1, max_size=30),

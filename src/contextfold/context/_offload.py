@@ -21,6 +21,7 @@ from ..message import DataBlock, Msg, ToolResultBlock, is_readback
 from ..workspace import DataOffloader, Offloader
 from ._config import ContextConfig
 from ._redact import redact_messages, redact_tool_result
+from ._trim import truncation_marker
 
 __all__ = ["SessionOffload"]
 
@@ -69,9 +70,21 @@ class SessionOffload:
             block = redact_tool_result(block, redact)
         key = _digest("result", [block.name, block.model_dump(mode="json")["output"]])
         if key not in self.known:
+            ref = self._saved_as(block)
+            if ref is not None:  # already cut once: the whole of it is saved there
+                return ref
             ref = await engine.offloader.offload_tool_result(engine.session_id, block)
             self.known[key] = ref
         return self.known[key]
+
+    def _saved_as(self, block: ToolResultBlock) -> str | None:
+        """The reference a result's truncation marker names, when that result was saved
+        here whole: a result cut again (at a compaction) is not saved over its original."""
+        text = block.text()
+        for ref in {r for r in self.known.values() if r is not None}:
+            if truncation_marker(ref) in text:
+                return ref
+        return None
 
     async def image(self, block: DataBlock) -> str | None:
         """Save an image leaving the context, when the offloader keeps data."""
