@@ -99,11 +99,66 @@ def test_selection_keeps_the_latest_compaction_first_then_the_most_used() -> Non
     assert len(texts) < 201
 
 
+def test_the_files_a_command_or_an_editing_tool_changes_are_edits() -> None:
+    found = extract_ledger(
+        [
+            *bash("sed -i 's/a/b/' django/db/backends/oracle/operations.py", "", n=1),
+            *bash("cat > repro.py <<'EOF'\nprint(open('notes.txt').read())\nEOF", "", n=2),
+            *bash("echo x >> setup.cfg 2>/dev/null && ls src/pkg/__init__.py", "", n=3),
+            *bash("python - | tee out.log; mv build/a.whl dist/a.whl; cp -r x y/z", "", n=4),
+            *bash("cat README.rst; grep -n foo src/app.py > /dev/null", "", n=5),
+            Msg(
+                "a",
+                [
+                    ToolCallBlock(id="e1", name="Edit", input={"file_path": "/repo/m.py"}),
+                    ToolCallBlock(
+                        id="e2",
+                        name="str_replace_editor",
+                        input={"command": "view", "path": "/repo/only_read.py"},
+                    ),
+                ],
+                "assistant",
+            ),
+        ]
+    )
+    assert of("edit", found) == [
+        "django/db/backends/oracle/operations.py",
+        "repro.py",
+        "setup.cfg",
+        "out.log",
+        "dist/a.whl",
+        "y/z",
+        "/repo/m.py",
+    ]
+    # Read or listed, not changed: README.rst, src/app.py, src/pkg/__init__.py, notes.txt.
+    assert "src/pkg/__init__.py" in of("file", found)
+
+
+def test_files_changed_and_errors_met_outrank_what_was_only_read() -> None:
+    ledger = ArtifactLedger().merge(
+        [
+            ("edit", "django/db/backends/oracle/operations.py"),
+            ("error", "TypeError: bad operand"),
+        ]
+    )
+    for n in range(6):  # later compactions that only read files
+        ledger = ledger.merge([("file", f"read/f{n}_{i}.py") for i in range(40)])
+    chosen = ledger.select(COUNTER, budget=80)
+    texts = [e.text for e in chosen.entries]
+    assert "django/db/backends/oracle/operations.py" in texts
+    assert "TypeError: bad operand" in texts
+    assert "read/f5_39.py" in texts  # the newest reads fill the rest
+    rendered = chosen.render()
+    assert "Files changed: django/db/backends/oracle/operations.py" in rendered
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     items=st.lists(
         st.tuples(
-            st.sampled_from(["command", "file", "error", "symbol", "identifier", "constraint"]),
+            st.sampled_from(
+                ["command", "edit", "file", "error", "symbol", "identifier", "constraint"]
+            ),
             st.text(min_size=1, max_size=80),
         ),
         max_size=120,

@@ -11,8 +11,10 @@ compaction. Then when the user's earlier messages stayed word for word in the su
 layer (``LayerConfig.request_ratio``): the runs where a user message other than the task
 (mini-swe-agent's format reminder) became the request in progress, so that the task was
 folded and is now shown word for word in the summary (22 of 44 at 16k with ``none``, 21
-with ``extractive``, 11 and 11 at 32k). The compression prompt states the time, whose
-tokens decide where a few requests are cut: it is fixed here.
+with ``extractive``, 11 and 11 at 32k). Then when the ledger ranked the files the agent
+changed and the errors it met before what it only read (issue 26): 36, 11, 13 and 6 runs
+(16k none, 16k extractive, 32k none, 32k extractive). The compression prompt states the
+time, whose tokens decide where a few requests are cut: it is fixed here.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ __all__ = [
     "LedgerKind",
     "clip",
     "command_of",
+    "edited_files",
     "error_lines",
     "extract_ledger",
     "files",
@@ -29,7 +30,7 @@ __all__ = [
     "symbols",
 ]
 
-LedgerKind = Literal["command", "file", "error", "symbol", "identifier", "constraint"]
+LedgerKind = Literal["command", "edit", "file", "error", "symbol", "identifier", "constraint"]
 """The kinds of fact."""
 
 _LINE = 200
@@ -90,6 +91,16 @@ _CONSTRAINT = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# What a shell line writes to: a redirect's target (not a descriptor or /dev/null), tee's
+# files, and every file of an in-place sed or perl edit, of touch, and mv/cp's last word.
+_REDIRECT = re.compile(r"(?<![0-9&<>])>>?\s*([^\s;&|<>()]+)")
+_TEE = re.compile(r"\btee\s+(?:-\w+\s+)*([^\s;&|<>()]+)")
+_IN_PLACE = re.compile(r"\b(?:sed\s+(?:-[^i\s]\w*\s+)*-\w*i|perl\s+-\w*i|touch)\b")
+_MOVE = re.compile(r"\b(?:mv|cp)\s+(?:-\w+\s+)*\S+\s+([^\s;&|<>()]+)")
+_EDIT_TOOLS = frozenset(
+    {"edit", "multiedit", "write", "write_file", "edit_file", "create_file", "apply_patch"}
+)
+_EDIT_ARGUMENTS = ("path", "file_path", "filename", "file")
 
 
 def clip(line: str, width: int = _LINE) -> str:
@@ -125,6 +136,35 @@ def command_of(arguments: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def edited_files(command: str) -> Iterator[str]:
+    """The files a shell command writes or edits in place (heredoc bodies left out)."""
+    for line in shell_lines(command):
+        targets = [m.group(1) for m in _REDIRECT.finditer(line)]
+        targets += [m.group(1) for m in _TEE.finditer(line)]
+        targets += [m.group(1) for m in _MOVE.finditer(line)]
+        if _IN_PLACE.search(line):
+            targets += list(files(line))
+        for target in targets:
+            target = target.strip("'\"")
+            if target and not target.startswith(("&", "/dev/")) and len(target) <= _LINE:
+                yield target
+
+
+def _edited_by_tool(name: str, arguments: Mapping[str, Any]) -> Iterator[str]:
+    """The file an editing tool (``Edit``, ``Write``, ``str_replace_editor``'s writes)
+    changes."""
+    lowered = name.lower()
+    editing = lowered in _EDIT_TOOLS or (
+        lowered.startswith("str_replace") and arguments.get("command") not in (None, "view")
+    )
+    if editing:
+        for key in _EDIT_ARGUMENTS:
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip() and len(value) <= _LINE:
+                yield value.strip()
+                return
 
 
 def error_lines(text: str) -> Iterator[str]:
@@ -228,6 +268,8 @@ def extract_ledger(msgs: Sequence[Msg]) -> list[tuple[LedgerKind, str]]:
                 arguments = command or json.dumps(block.input, ensure_ascii=False)
                 if command is not None:
                     found.append(("command", _command_text(command, results.get(block.id))))
+                    found.extend(("edit", f) for f in edited_files(command))
+                found.extend(("edit", f) for f in _edited_by_tool(block.name, block.input))
                 found.extend(("file", f) for f in files(arguments))
             elif isinstance(block, ToolResultBlock):
                 # Files an output merely lists (``ls -R``) are not files the agent

@@ -24,24 +24,38 @@ from ._facts import LedgerKind, extract_ledger
 
 __all__ = ["ArtifactLedger", "LedgerEntry", "LedgerKind", "extract_ledger"]
 
-_ORDER: tuple[LedgerKind, ...] = ("constraint", "command", "file", "error", "symbol", "identifier")
+_ORDER: tuple[LedgerKind, ...] = (
+    "constraint",
+    "command",
+    "edit",
+    "file",
+    "error",
+    "symbol",
+    "identifier",
+)
 """Rendering order, and the tie-break of ranking (earlier kinds first)."""
 
 _HEADINGS: dict[LedgerKind, str] = {
     "constraint": "The user asked",
     "command": "Commands run (exit status)",
+    "edit": "Files changed",
     "file": "Files",
     "error": "Errors seen",
     "symbol": "Functions and classes",
     "identifier": "Identifiers",
 }
-_INLINE: frozenset[LedgerKind] = frozenset({"file", "symbol", "identifier"})
+_INLINE: frozenset[LedgerKind] = frozenset({"edit", "file", "symbol", "identifier"})
 """Kinds rendered as one comma-separated line rather than one item per line."""
 
 _MAX_STORED = 600
 """Entries carried in the summary's metadata at most (beyond the rendered ones, for ranking)."""
 
-_KIND_CAP: dict[LedgerKind, int] = {"constraint": 12, "symbol": 30, "identifier": 20}
+_KIND_CAP: dict[LedgerKind, int] = {
+    "constraint": 12,
+    "edit": 40,
+    "symbol": 30,
+    "identifier": 20,
+}
 """Most entries rendered of the kinds that are context rather than record: past these,
 they would crowd out the commands, files and errors the next step needs."""
 
@@ -121,12 +135,15 @@ class ArtifactLedger(BaseModel):
         if not self.entries:
             return ""
         commands = [e.text for e in self.entries if e.kind == "command"]
+        changed = {e.text for e in self.entries if e.kind == "edit"}
         lines = [_TITLE]
         for kind in _ORDER:
             items = [e.text for e in self.entries if e.kind == kind]
             if kind in ("file", "identifier"):
                 # Already on the page inside a command line: no need to say it twice.
                 items = [t for t in items if not any(t in c for c in commands)]
+            if kind == "file":
+                items = [t for t in items if t not in changed]
             if said and kind != "command":
                 items = [t for t in items if not _stated(t, said)]
             if not items:
@@ -159,8 +176,22 @@ def _stated(fact: str, text: str) -> bool:
     return False
 
 
+_FIRST: dict[LedgerKind, int] = {"edit": 0, "error": 1}
+"""Kinds ranked before all others, whenever seen: the files the agent changed and the
+errors it met are its work; what it only listed or read is context."""
+
+
 def _ranked(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
-    """Most recent compaction first, then most used, then by kind, newest first."""
+    """Files the agent changed first, whenever it changed them (they are its work); then
+    the most recent compaction first, then most used, then by kind, newest first."""
     indexed = list(enumerate(entries))
-    indexed.sort(key=lambda p: (-p[1].last, -p[1].uses, _ORDER.index(p[1].kind), -p[0]))
+    indexed.sort(
+        key=lambda p: (
+            _FIRST.get(p[1].kind, len(_FIRST)),
+            -p[1].last,
+            -p[1].uses,
+            _ORDER.index(p[1].kind),
+            -p[0],
+        )
+    )
     return [e for _, e in indexed]
