@@ -9,7 +9,7 @@ import zlib
 
 from contextfold.context import ContextConfig
 
-MAX_IMAGES = 2
+MAX_IMAGES = 3
 CONFIG = ContextConfig(
     trigger_ratio=0.7, reserve_ratio=0.1, tool_result_limit=400, max_image_num=MAX_IMAGES
 )
