@@ -371,3 +371,39 @@ def test_a_removed_screenshot_is_a_blank_and_the_placeholder_follows() -> None:
     item, note = codec.from_msg(msg.model_copy(update={"content": [removed]}))
     assert item["output"] == {"type": "computer_screenshot", "image_url": BLANK_SCREENSHOT}
     assert note == {"role": "user", "content": "[An image was removed]"}
+
+
+def test_a_function_output_with_an_image_keeps_it_when_cut() -> None:
+    codec = AgentsCodec()
+    call = {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"}
+    output = {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [
+            {"type": "input_text", "text": "a long log"},
+            {"type": "input_image", "image_url": data_url(7), "detail": "auto"},
+        ],
+    }
+    (_, (msg, _)) = codec.to_msgs([call, output])
+    (result,) = msg.tool_results
+    assert [b.type for b in result.output] == ["text", "data"]  # the image is counted
+    _, image = result.output
+    cut = result.model_copy(update={"output": [TextBlock(text="a lo[cut]"), image]})
+    (item,) = codec.from_msg(msg.model_copy(update={"content": [cut]}))
+    assert item["output"] == [{"type": "input_text", "text": "a lo[cut]"}, output["output"][1]]
+
+
+def test_an_inline_file_is_a_data_block_and_converts_back() -> None:
+    pdf = "data:application/pdf;base64," + png_b64(1)
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "Read this."},
+            {"type": "input_file", "filename": "spec.pdf", "file_data": pdf},
+        ],
+    }
+    codec = AgentsCodec()
+    ((msg, _),) = codec.to_msgs([message])
+    (data,) = msg.iter_data()
+    assert (data.kind, data.name) == ("file", "spec.pdf")
+    assert codec.from_msg(msg) == [message]

@@ -158,9 +158,23 @@ def _parts_blocks(parts: list[Any]) -> list[ToolResultContent]:
             blocks.append(TextBlock(text=str(p.get("text", ""))))
         elif p.get("type") in ("input_image", "computer_screenshot") and p.get("image_url"):
             blocks.append(_image(str(p["image_url"])))
+        elif p.get("type") == "input_file" and _inline_file(p):
+            file = _image(str(p["file_data"]))
+            blocks.append(file.model_copy(update={"name": p.get("filename")}))
         else:
             blocks.append(TextBlock(text=ITEM_TAG + json.dumps(p, default=str)))
     return blocks
+
+
+def _inline_file(part: dict[str, Any]) -> bool:
+    """Whether an ``input_file`` part is inline data and a name only (a data block)."""
+    data = part.get("file_data")
+    return (
+        isinstance(data, str)
+        and data.startswith("data:")
+        and ";base64," in data[:200]
+        and set(part) <= {"type", "filename", "file_data"}
+    )
 
 
 def _blocks_parts(blocks: Sequence[ContentBlock]) -> list[dict[str, Any]]:
@@ -169,7 +183,8 @@ def _blocks_parts(blocks: Sequence[ContentBlock]) -> list[dict[str, Any]]:
         if isinstance(b, DataBlock) and b.kind == "image":
             parts.append({"type": "input_image", "image_url": _url(b), "detail": "auto"})
         elif isinstance(b, DataBlock):
-            parts.append({"type": "input_file", "file_data": _url(b)})
+            named = {"filename": b.name} if b.name is not None else {}
+            parts.append({"type": "input_file", **named, "file_data": _url(b)})
         elif isinstance(b, TextBlock):
             parts.append(_tagged(b.text) or {"type": "input_text", "text": b.text})
     return parts
