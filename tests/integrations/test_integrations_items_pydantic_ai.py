@@ -37,6 +37,7 @@ from pydantic_ai.messages import (
     ToolAvailabilityDeltaPart,
     ToolCallPart,
     ToolReturnPart,
+    ToolSearchReturnPart,
     UploadedFile,
     UserPromptPart,
     VideoUrl,
@@ -240,6 +241,7 @@ def test_every_part_type_passes_through_a_run_past_compactions() -> None:
 
 REQUEST_PARTS: list[ModelRequestPart] = [
     SystemPromptPart("Be brief."),
+    ToolSearchReturnPart(content={"discovered_tools": [], "message": "none"}, tool_call_id="ts1"),
     SpeechPart(speaker="user", transcript="Is it up?"),
     ToolAvailabilityDeltaPart(tools_added=["deploy"]),
     CapabilityLoadDeltaPart(loaded=["ops"]),
@@ -261,7 +263,10 @@ def test_each_request_part_converts_back_as_it_came(part: ModelRequestPart) -> N
     # What a resumed folder, or a changed message, sends back.
     codec = PydanticAICodec()
     ((msg, _),) = codec.to_msgs([ModelRequest(parts=[part, UserPromptPart("Go on.")])])
-    assert part.part_kind in msg.text  # named in what a summary reads
+    if isinstance(part, ToolReturnPart):  # a framework tool's return (tool search, ...)
+        assert [r.id for r in msg.tool_results] == [part.tool_call_id]
+    else:
+        assert part.part_kind in msg.text  # named in what a summary reads
     (back,) = codec.from_msg(msg)
     assert back.parts[0] == part
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Hashable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -327,11 +328,17 @@ def _return_part(r: ToolResultBlock) -> ModelRequestPart:
     content: Any = [text, *files] if files else text
     envelope = r.metadata.get(_PART)
     if isinstance(envelope, dict):
-        try:
-            # The text already holds the error wrapping: the envelope must not add it again.
-            return _REQUEST.validate_python({**envelope, "content": content, "outcome": "success"})
-        except ValidationError:
-            pass
+        candidates = [content]
+        if envelope.get("tool_kind") and not files:
+            with suppress(ValueError):  # a framework tool's typed return, when not cut
+                candidates.insert(0, json.loads(text))
+        for candidate in candidates:
+            try:
+                # The text already holds the error wrapping: the envelope must not add it again.
+                fields = {**envelope, "content": candidate, "outcome": "success"}
+                return _REQUEST.validate_python(fields)
+            except ValidationError:
+                continue
     return ToolReturnPart(tool_name=r.name, content=content, tool_call_id=r.id)
 
 
