@@ -407,3 +407,17 @@ def test_an_inline_file_is_a_data_block_and_converts_back() -> None:
     (data,) = msg.iter_data()
     assert (data.kind, data.name) == ("file", "spec.pdf")
     assert codec.from_msg(msg) == [message]
+
+
+def test_a_server_side_tool_search_without_call_ids_is_not_a_pair() -> None:
+    # Executed by the server, a tool search and its output carry no call id: two such
+    # searches must not be taken for calls of one id.
+    items = [
+        {"type": "tool_search_call", "id": f"ts{i}", "arguments": {"q": i}, "execution": "server"}
+        for i in range(2)
+    ] + [{"type": "tool_search_output", "id": "to1", "tools": [], "execution": "server"}]
+    codec = AgentsCodec()
+    ((msg, _),) = codec.to_msgs(items)
+    assert msg.role == "assistant"
+    assert not msg.tool_calls
+    assert codec.from_msg(msg) == items

@@ -87,11 +87,13 @@ def _kind(d: dict[str, Any]) -> str:
     return str(kind)
 
 
-def _side(kind: str) -> str:
-    """Which message an item belongs to: a user/system one, tool results, or the model's."""
+def _side(d: dict[str, Any]) -> str:
+    """Which message an item belongs to: a user/system one, tool results, or the model's
+    (an output without the id of its call, as a server-side tool search, is the model's)."""
+    kind = _kind(d)
     if kind == "message":
         return "message"
-    if kind == "function_call_output" or kind in _OUTPUTS:
+    if kind == "function_call_output" or (kind in _OUTPUTS and _pair_id(d)):
         return "tool"
     return "assistant"
 
@@ -116,14 +118,17 @@ def _plain(content: Any) -> bool:
 
 
 def _pair_id(d: dict[str, Any]) -> str:
+    """The id a call and its output share ("" when the item has none)."""
     kind = _kind(d)
     if kind == "mcp_approval_request":
-        return str(d.get("id"))
-    if kind == "mcp_approval_response":
-        return str(d.get("approval_request_id"))
-    if kind == "local_shell_call_output":
-        return str(d.get("call_id") or d.get("id"))
-    return str(d.get("call_id"))
+        value = d.get("id")
+    elif kind == "mcp_approval_response":
+        value = d.get("approval_request_id")
+    elif kind == "local_shell_call_output":
+        value = d.get("call_id") or d.get("id")
+    else:
+        value = d.get("call_id")
+    return str(value) if value else ""
 
 
 def _media_type(b64: str) -> str:
@@ -226,7 +231,7 @@ class AgentsCodec:
         group: list[Item] = []
         group_kind = ""
         for item in items:
-            side = _side(_kind(_as_dict(item)))
+            side = _side(_as_dict(item))
             if group and (side != group_kind or side == "message"):
                 out.append((self._msg(group), group))
                 group = []
@@ -238,7 +243,7 @@ class AgentsCodec:
 
     def _msg(self, items: list[Item]) -> Msg:
         dicts = [_as_dict(i) for i in items]
-        side = _side(_kind(dicts[0]))
+        side = _side(dicts[0])
         if side == "message":
             d = dicts[0]
             content = d.get("content")
@@ -308,7 +313,7 @@ def _assistant_blocks(d: dict[str, Any]) -> list[ContentBlock]:
         return [TextBlock(text=text)] if text else []
     if kind == "function_call":
         return [_call(d)]
-    if kind in _CALLS:
+    if kind in _CALLS and _pair_id(d):
         name = d.get("name") if kind in ("custom_tool_call", "mcp_approval_request") else kind
         return [ToolCallBlock(id=_pair_id(d), name=str(name), input=dict(d))]
     result = d.get("result") if kind == "image_generation_call" else None
