@@ -26,6 +26,7 @@ SITE_PAGES = sorted(
         DOCS / "changelog.md",
         *(DOCS / "concepts").glob("*.md"),
         *(DOCS / "how-to").glob("*.md"),
+        DOCS / "integrations" / "pydantic-ai.md",
     ]
 )
 """The pages written for the site (the others are tested where they are owned)."""

@@ -133,7 +133,10 @@ class HistoryFolder(Generic[T]):
         self.readback_names = frozenset(readback_names)
         self._seen = 0
         self._last: Hashable = None
-        self._origin: dict[str, list[T]] = {}
+        self._origin: dict[str, tuple[Msg, list[T]]] = {}
+        """Per message id, the message as fed and the framework items it was made from:
+        reused while the engine holds that message unchanged (the image limit replaces a
+        message under the same id)."""
         self._pending: dict[str, str] = {}  # names of calls whose result has not come yet
         self._events: list[ContextEvent] = []
         forward = on_event if on_event is not None else engine.on_event
@@ -235,7 +238,7 @@ class HistoryFolder(Generic[T]):
         self._origin, self._pending = {}, {}
         if pairs and is_summary(pairs[0][0]):
             summary, items = pairs.pop(0)
-            self._origin[summary.id] = items
+            self._origin[summary.id] = (summary, items)
         self.engine.load(summary=summary, context=[], offloads=None)
         await self._feed(pairs)
 
@@ -248,7 +251,7 @@ class HistoryFolder(Generic[T]):
                 self.engine.append(msg)
                 stored = msg
             if stored is msg:
-                self._origin[msg.id] = originals
+                self._origin[msg.id] = (msg, originals)
 
     def _named(self, msg: Msg) -> Msg:
         """Tool results named after their calls (some formats name only the call)."""
@@ -271,9 +274,9 @@ class HistoryFolder(Generic[T]):
     def _items(self, msgs: Sequence[Msg]) -> list[T]:
         out: list[T] = []
         for msg in msgs:
-            items = self._origin.get(msg.id)
-            if items is None:
-                items = self.codec.from_msg(msg)
-                self._origin[msg.id] = items
-            out.extend(items)
+            origin = self._origin.get(msg.id)
+            if origin is None or not (origin[0] is msg or origin[0].content == msg.content):
+                origin = (msg, self.codec.from_msg(msg))
+                self._origin[msg.id] = origin
+            out.extend(origin[1])
         return out

@@ -10,7 +10,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise _Missing("openai-agents", "openai-agents") from exc
 
-from ._codec import AgentsCodec
+from ._codec import BLANK_SCREENSHOT, ITEM_TAG, AgentsCodec
 from ._filter import ContextfoldInputFilter
 
-__all__ = ["AgentsCodec", "ContextfoldInputFilter"]
+__all__ = ["BLANK_SCREENSHOT", "ITEM_TAG", "AgentsCodec", "ContextfoldInputFilter"]

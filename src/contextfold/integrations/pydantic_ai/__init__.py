@@ -1,6 +1,6 @@
 """contextfold in Pydantic AI: ``Agent(..., capabilities=[ContextfoldHistory(...)])``.
 
-Also a history processor (``history_processors=[...]``). Needs
+Also a history processor (``capabilities=[ProcessHistory(history)]``). Needs
 ``pip install 'contextfold[pydantic-ai]'``.
 """
 

@@ -24,7 +24,7 @@ class ContextfoldHistory(AbstractCapability[Any]):
 
     As a capability (``Agent(..., capabilities=[ContextfoldHistory(...)])``) it sees the
     request's tools, so the count is exact, and it gives the agent ``Read``, ``Grep`` and
-    ``Glob``. As a history processor (``history_processors=[history]``) it counts the
+    ``Glob``. As a history processor (``capabilities=[ProcessHistory(history)]``) it counts the
     system prompt and history only; add :attr:`toolset` to the agent for the read-back
     tools. Either way the history Pydantic AI keeps becomes the summary and the kept
     messages, whole tool-call pairs only. One engine per ``conversation_id``. Takes the
@@ -62,7 +62,7 @@ class ContextfoldHistory(AbstractCapability[Any]):
     async def __call__(
         self, ctx: RunContext[Any], messages: list[ModelMessage]
     ) -> list[ModelMessage]:
-        """The history-processor form: ``history_processors=[history]``."""
+        """The history-processor form: ``capabilities=[ProcessHistory(history)]``."""
         return await self._fold(ctx, messages, [])
 
     async def _fold(
