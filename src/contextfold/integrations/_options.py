@@ -15,15 +15,19 @@ from ..context import (
     Summarizer,
 )
 from ..token import TokenCounter
-from ..tool import readback_tools
 from ..workspace import Offloader, WorkspaceReader
 from ._folder import Codec, HistoryFolder
+from ._readback import session_tools
 
-__all__ = ["EngineOptions", "Sessions", "check_options", "readback_functions"]
+__all__ = [
+    "EngineOptions",
+    "Sessions",
+    "check_options",
+    "readback_functions",
+    "readback_reader",
+]
 
 T = TypeVar("T")
-
-_CHARS_PER_TOKEN = 2  # as the agent: Read stops early so its result usually fits the limit
 
 
 class EngineOptions(TypedDict, total=False):
@@ -104,13 +108,24 @@ _NEEDS = {
 }
 
 
-def readback_functions(options: EngineOptions) -> list[Callable[..., Awaitable[str]]]:
-    """The read-back tools as plain async functions (none without a readable workspace)."""
+def readback_functions(
+    options: EngineOptions, *, session_id: str
+) -> list[Callable[..., Awaitable[str]]]:
+    """The read-back tools of one conversation as plain async functions: they see only
+    ``session_id``'s items (none without a readable workspace, or with ``readback=False``).
+    The integrations' own tools find the conversation of each call themselves."""
+    offloader = readback_reader(options)
+    if offloader is None:
+        return []
+    return session_tools(offloader, options.get("config"), session_id)
+
+
+def readback_reader(options: EngineOptions) -> WorkspaceReader | None:
+    """The workspace the read-back tools read, or ``None`` when there are none."""
     offloader = options.get("offloader")
     if not options.get("readback", True) or not isinstance(offloader, WorkspaceReader):
-        return []
-    limit = (options.get("config") or ContextConfig()).tool_result_limit
-    return readback_tools(offloader, max_chars=limit * _CHARS_PER_TOKEN)
+        return None
+    return offloader
 
 
 @dataclass
@@ -147,7 +162,9 @@ class Sessions(Generic[T]):
                 engine,
                 self.codec,
                 rewrites_history=self.rewrites_history,
-                readback_names=[f.__name__ for f in readback_functions(options)],
+                readback_names=[
+                    f.__name__ for f in readback_functions(options, session_id=session_id)
+                ],
             )
         self._folders[session_id] = folder
         while len(self._folders) > self.max_sessions:
