@@ -21,8 +21,8 @@ from contextfold.workspace import (
     SQLiteWorkspace,
 )
 
-SECRETS = {"thread-a": "ALPHA-7731", "thread-b": "BRAVO-4242"}
-"""A line only each thread's tool output holds (cut from the context, kept offloaded)."""
+from .scripted import SECRETS
+
 BACKENDS = ["memory", "local", "sqlite", "postgres"]
 
 Opener = Callable[[], Awaitable[BaseWorkspace]]
@@ -36,13 +36,6 @@ def options(workspace: BaseWorkspace) -> dict[str, Any]:
         "offloader": workspace,
         "config": ContextConfig(tool_result_limit=120),
     }
-
-
-def log_text(thread: str) -> str:
-    """About 1,000 tokens; the thread's secret sits in the middle, which truncation cuts."""
-    lines = [f"{thread} line {i}: request served, status ok" for i in range(60)]
-    lines.insert(30, f"{thread} line 30: failure {SECRETS[thread]} in src/svc/mod.py")
-    return "\n".join(lines)
 
 
 def readback_calls(other_ref: str) -> list[tuple[str, dict[str, Any]]]:

@@ -35,7 +35,9 @@ class EngineOptions(TypedDict, total=False):
 
     ``counter`` and ``context_size`` are required; the rest are those of
     :class:`~contextfold.context.ContextEngine`. ``readback`` (default true) offers
-    ``Read``, ``Grep`` and ``Glob`` when the offloader is a workspace reader.
+    ``Read``, ``Grep`` and ``Glob`` when the offloader is a workspace reader; without
+    them (``readback=False``, or an offloader that cannot be read) the notes the engine
+    writes into the model's input name no tool.
     """
 
     counter: Required[TokenCounter]
@@ -157,6 +159,7 @@ class Sessions(Generic[T]):
                 session_id=session_id,
                 on_event=options.get("on_event"),
                 compression_hook=options.get("compression_hook"),
+                readback=readback_reader(options) is not None,
             )
             folder = HistoryFolder(
                 engine,
