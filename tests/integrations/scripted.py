@@ -62,7 +62,7 @@ def langchain_agent(
     middleware = ContextfoldMiddleware(**options)
     return create_agent(
         ToolCallingFake(messages=iter(replies)),
-        tools=[StructuredTool.from_function(coroutine=fetch_log), *middleware.tools],
+        tools=[StructuredTool.from_function(coroutine=fetch_log)],  # + the middleware's tools
         middleware=[middleware],
         checkpointer=checkpointer,
     )
