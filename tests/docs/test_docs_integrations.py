@@ -6,6 +6,7 @@ scripted model: a tool returns a long output, which the engine must cut and offl
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,200 @@ async def test_the_openai_agents_example_cuts_a_long_tool_result() -> None:
     (result,) = [i for i in sent[-1] if i.get("type") == "function_call_output"]
     assert "<<<TRUNCATED>>>" in result["output"]
     assert "tool_result-c1.txt" in result["output"]
+
+
+# -- the sections on session binding and readback=False ----------------------------------
+
+SECRET = "SECRET-9917"
+SECRET_LOG = "\n".join(
+    f"line {i}: failure {SECRET}" if i == 450 else f"line {i}: a long tool output that goes on"
+    for i in range(900)
+)
+OMITTED = "The remaining content has been omitted for limited context.</system-reminder>"
+
+
+def _plan(last: str) -> tuple[str, dict[str, Any]] | None:
+    """The scripted model's next call after the user's ``last`` words (None: answer)."""
+    if last.startswith("cat"):
+        return ("cat", {"path": "log.txt"})
+    if last.startswith("grep"):
+        return ("Grep", {"pattern": SECRET})
+    return None
+
+
+async def test_the_langchain_threads_example_keeps_threads_apart() -> None:
+    pytest.importorskip("langchain.agents", reason="needs contextfold[langchain]")
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+
+    from contextfold.workspace import MemoryWorkspace
+
+    bound: list[list[str]] = []
+
+    class Scripted(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            bound.append([t.name for t in tools])
+            return self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> ChatResult:
+            step = _plan(messages[-1].text) if isinstance(messages[-1], HumanMessage) else None
+            answer = (
+                AIMessage(content="done")
+                if step is None
+                else AIMessage(
+                    content="", tool_calls=[{"name": step[0], "args": step[1], "id": "c"}]
+                )
+            )
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    @tool
+    def cat(path: str) -> str:
+        """Print a file."""
+        return SECRET_LOG
+
+    page = ROOT / "docs" / "integrations" / "langchain.md"
+    names = example(page, "## Threads read only their own items")
+    workspace = MemoryWorkspace()
+    agent = names["make_threaded_agent"](Scripted(), [cat], workspace)
+    await names["ask"](agent, "t1", "cat log.txt")
+    found = await names["ask"](agent, "t1", "grep it")
+    missing = await names["ask"](agent, "t2", "grep it")
+    assert SECRET in [m for m in found["messages"] if isinstance(m, ToolMessage)][-1].text
+    assert [m for m in missing["messages"] if isinstance(m, ToolMessage)][-1].text == "No matches."
+
+    bound.clear()
+    agent = names["make_threaded_agent"](Scripted(), [cat], MemoryWorkspace(), readback=False)
+    state = await names["ask"](agent, "t3", "cat log.txt")
+    assert bound[0] == ["cat"]
+    (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert result.text.endswith(OMITTED)
+
+
+async def test_the_pydantic_ai_conversations_example_keeps_conversations_apart() -> None:
+    pytest.importorskip("pydantic_ai", reason="needs contextfold[pydantic-ai]")
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from contextfold.workspace import MemoryWorkspace
+
+    offered: list[list[str]] = []
+
+    def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        offered.append([t.name for t in info.function_tools])
+        last = messages[-1]
+        prompt = [p for p in last.parts if isinstance(p, UserPromptPart)]
+        step = _plan(str(prompt[0].content)) if isinstance(last, ModelRequest) and prompt else None
+        if step is None:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart(step[0], step[1], "c")])
+
+    def cat(path: str) -> str:
+        """Print a file.
+
+        Args:
+            path: The file.
+        """
+        return SECRET_LOG
+
+    def returned(result: Any) -> str:
+        parts = [p for m in result.new_messages() for p in m.parts]
+        return str([p for p in parts if isinstance(p, ToolReturnPart)][-1].content)
+
+    page = ROOT / "docs" / "integrations" / "pydantic-ai.md"
+    names = example(page, "## Conversations read only their own items")
+    agent = names["make_shared_agent"](FunctionModel(respond), [cat], MemoryWorkspace())
+    first = await names["ask"](agent, "c1", "cat log.txt")
+    found = await names["ask"](agent, "c1", "grep it", first.all_messages())
+    missing = await names["ask"](agent, "c2", "grep it")
+    assert SECRET in returned(found)
+    assert returned(missing) == "No matches."
+
+    offered.clear()
+    agent = names["make_shared_agent"](
+        FunctionModel(respond), [cat], MemoryWorkspace(), readback=False
+    )
+    result = await names["ask"](agent, "c3", "cat log.txt")
+    assert offered[0] == ["cat"]
+    assert returned(result).endswith(OMITTED)
+
+
+async def test_the_openai_agents_sessions_example_keeps_sessions_apart(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    pytest.importorskip("agents", reason="needs contextfold[openai-agents]")
+    from agents import function_tool
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    from contextfold.workspace import MemoryWorkspace
+
+    outputs: list[str] = []
+    offered: list[list[str]] = []
+
+    class Scripted(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            items, tools = kwargs["input"], kwargs["tools"]
+            offered.append([t.name for t in tools])
+            last = items[-1]
+            if last.get("type") == "function_call_output":
+                outputs.append(str(last["output"]))
+            step = _plan(str(last.get("content", ""))) if last.get("role") == "user" else None
+            if step is not None:
+                call = ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id=f"c{len(outputs)}",
+                    name=step[0],
+                    arguments=json.dumps(step[1]),
+                )
+                return ModelResponse(output=[call], usage=Usage(), response_id=None)
+            text = ResponseOutputText(type="output_text", text="done", annotations=[])
+            message = ResponseOutputMessage(
+                id="m1", type="message", role="assistant", status="completed", content=[text]
+            )
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    def cat(path: str) -> str:
+        """Print a file.
+
+        Args:
+            path: The file.
+        """
+        return SECRET_LOG
+
+    monkeypatch.chdir(tmp_path)
+    page = ROOT / "docs" / "integrations" / "openai-agents.md"
+    run = example(page, "## One filter per session")["run_in_session"]
+    workspace = MemoryWorkspace()
+    tools = [function_tool(cat)]
+    await run(Scripted(), tools, workspace, "s1", "cat log.txt")
+    await run(Scripted(), tools, workspace, "s1", "grep it")
+    await run(Scripted(), tools, workspace, "s2", "grep it")
+    assert SECRET in outputs[1]
+    assert outputs[2] == "No matches."
+
+    offered.clear()
+    await run(Scripted(), tools, MemoryWorkspace(), "s3", "cat log.txt", readback=False)
+    assert offered[0] == ["cat"]
+    assert outputs[3].endswith(OMITTED)

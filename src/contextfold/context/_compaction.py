@@ -92,10 +92,15 @@ class Execution:
     offload_context: Callable[[list[Msg]], Awaitable[str | None]]
     live: Callable[[], Sequence[Msg]]
     """The engine's context now: messages may arrive while a tier awaits."""
+    readback: bool = True
+    """Whether the model can read offloaded content back (what the notes may tell it)."""
 
     def truncator(self, config: ContextConfig) -> ToolResultTruncator:
         return ToolResultTruncator(
-            self.counter, limit=config.tool_result_limit, keep=config.truncation_keep
+            self.counter,
+            limit=config.tool_result_limit,
+            keep=config.truncation_keep,
+            readback=self.readback,
         )
 
     async def escalate(
@@ -133,7 +138,7 @@ class MaskTier:
         if plan.masking is None:
             return None
         refs = await plan.masking.offload(run.offload_result)
-        context = plan.masking.apply(plan.snapshot, refs)
+        context = plan.masking.apply(plan.snapshot, refs, readback=run.readback)
         return Outcome("masking", context, consumed=len(plan.snapshot))
 
 
@@ -307,6 +312,7 @@ def _appended(
         template=config.layer.update_template,
         budget=sys.maxsize,
         requests=plan.part_requests,
+        readback=run.readback,
     )
     if run.counter.count_text(text) > plan.part.text:
         return None
@@ -341,6 +347,7 @@ def _rewritten(
             uncovered=result.uncovered,
             cut=result.cut,
             requests=requests,
+            readback=run.readback,
         )
         return SummaryLayer(
             parts=(text,), ledger=ledger, fields=result.fields, refs=refs, requests=requests
@@ -355,5 +362,6 @@ def _rewritten(
         counter=run.counter,
         budget=summary_budget(config, run.context_size),
         requests=requests,
+        readback=run.readback,
     )
     return SummaryLayer(parts=(text,), ledger=ledger, fields=None, refs=refs, requests=requests)

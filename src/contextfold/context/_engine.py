@@ -62,7 +62,8 @@ class ContextEngine:
     :class:`~contextfold.context.Summarizer` (default: :class:`ExtractiveSummarizer`, no
     model) and an :class:`~contextfold.workspace.Offloader` (default: none) are optional.
     Every change is reported to ``on_event``; every compression, automatic ones included,
-    runs through ``compression_hook`` when one is given.
+    runs through ``compression_hook`` when one is given. ``readback=False`` says the model
+    has no tools to read offloaded content back, so no note in its input names them.
 
     Token counts are cached per message and the running total is kept incrementally, so a
     step tokenizes only new messages. Changes are transactional: a compression is planned
@@ -83,6 +84,7 @@ class ContextEngine:
         on_event: ContextEventHandler | None = None,
         compression_hook: CompressionHook | None = None,
         tiers: Sequence[CompactionTier] | None = None,
+        readback: bool = True,
     ) -> None:
         if context_size <= 0:
             raise ValueError(f"context_size must be positive, got {context_size}")
@@ -94,6 +96,11 @@ class ContextEngine:
         self.session_id = session_id
         self.on_event = on_event
         self.compression_hook = compression_hook
+        self.readback = readback
+        """Whether the model has tools to read offloaded content back (``Read``, ``Grep``,
+        ``Glob``, ``Search``); without, no note the engine writes names them: a truncated
+        result ends with the marker that names no file, the summary and placeholders say
+        the content was saved outside the conversation or omitted."""
         self.tiers: tuple[CompactionTier, ...] = tuple(tiers or default_tiers())
         """How a compaction makes the context smaller, tried in order until one acts."""
         self.compressions = 0
@@ -181,7 +188,10 @@ class ContextEngine:
         being emitted); :attr:`last` tells which.
         """
         truncator = ToolResultTruncator(
-            self.counter, limit=self.result_limit(), keep=self.config.truncation_keep
+            self.counter,
+            limit=self.result_limit(),
+            keep=self.config.truncation_keep,
+            readback=self.readback,
         )
         stored, events = await truncate_results(msg, truncator, self._offload.result)
         self.append(stored)
@@ -333,6 +343,7 @@ class ContextEngine:
             context_size=self.context_size,
             trigger_ratio=self.config.trigger_ratio,
             tool_enabled=self.config.compression_tool_enabled,
+            readback=self.readback,
         )
         usage = replace(usage, context=usage.context + self.counter.count_message(hint))
         await self._emit(UsageHintEvent(tokens=usage.total, context_size=self.context_size))
@@ -351,6 +362,7 @@ class ContextEngine:
             counter=self.counter,
             persist=self._offload.image,
             adjust=adjust,
+            readback=self.readback,
         )
         if event is not None:
             event.tokens_before, event.tokens_after = before, self._context_tokens
@@ -429,6 +441,7 @@ class ContextEngine:
             offload_result=self._offload.result,
             offload_context=self._offload.context,
             live=lambda: self._context,
+            readback=self.readback,
         )
         for tier in self.tiers:
             outcome = await tier.run(plan, execution)

@@ -15,12 +15,25 @@ HINT_NAME = "runtime"
 """``Msg.name`` of the context-usage note, which is never stored in the context."""
 
 
-def usage_hint(*, tokens: int, context_size: int, trigger_ratio: float, tool_enabled: bool) -> Msg:
-    """The context-usage note: a trailing user-role message, never stored."""
+def usage_hint(
+    *,
+    tokens: int,
+    context_size: int,
+    trigger_ratio: float,
+    tool_enabled: bool,
+    readback: bool = True,
+) -> Msg:
+    """The context-usage note: a trailing user-role message, never stored. Without
+    ``readback`` (the model has no read-back tools) it names none."""
     text = (
         f"Context usage: {tokens} of {context_size} tokens ({tokens / context_size:.0%}). "
-        f"Older messages are summarized automatically at {trigger_ratio:.0%}; summarized messages "
-        "stay readable in the workspace: find them with Search (a few words), then Read."
+        f"Older messages are summarized automatically at {trigger_ratio:.0%}"
+    )
+    text += (
+        "; summarized messages stay readable in the workspace: find them with Search "
+        "(a few words), then Read."
+        if readback
+        else "; only their summary stays in the context."
     )
     if tool_enabled:
         text += (

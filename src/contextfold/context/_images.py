@@ -58,6 +58,7 @@ class ImageLimit:
         counter: TokenCounter,
         persist: Callable[[DataBlock], Awaitable[str | None]],
         adjust: Callable[[int], None],
+        readback: bool = True,
     ) -> ImageRemovalEvent | None:
         """Remove the oldest images over ``limit`` from ``context`` in place, each message
         replaced whole and its change in tokens passed to ``adjust`` at once (so a
@@ -72,7 +73,9 @@ class ImageLimit:
             take = min(count, excess)
             index = position - start
             old = context[index]
-            new, new_refs = await remove_images(old, take, limit=limit, persist=persist)
+            new, new_refs = await remove_images(
+                old, take, limit=limit, persist=persist, readback=readback
+            )
             context[index] = new
             adjust(counter.count_message(new) - counter.count_message(old))
             refs.extend(new_refs)

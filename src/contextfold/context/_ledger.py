@@ -124,7 +124,7 @@ class ArtifactLedger(BaseModel):
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions)
 
-    def render(self, said: str = "") -> str:
+    def render(self, said: str = "", *, readback: bool = True) -> str:
         """The facts as plain text, grouped by kind, most recently seen last.
 
         ``said`` is the rest of the summary (the model-written fields): a fact it already
@@ -136,7 +136,7 @@ class ArtifactLedger(BaseModel):
             return ""
         commands = [e.text for e in self.entries if e.kind == "command"]
         changed = {e.text for e in self.entries if e.kind == "edit"}
-        lines = [_TITLE]
+        lines = [_TITLE if readback else _TITLE_NO_READBACK]
         for kind in _ORDER:
             items = [e.text for e in self.entries if e.kind == kind]
             if kind in ("file", "identifier"):
@@ -160,6 +160,8 @@ _TITLE = (
     "Facts from the compressed history (kept by the engine; Read or Grep the saved "
     "messages for more):"
 )
+_TITLE_NO_READBACK = "Facts from the compressed history (kept by the engine):"
+"""The title when the model has no read-back tools (shorter: budgets count ``_TITLE``)."""
 
 
 def _stated(fact: str, text: str) -> bool:

@@ -45,9 +45,10 @@ def mask_plan(
     return plan
 
 
-def mask_message(msg: Msg, masks: Mapping[int, tuple[str, int]]) -> Msg:
+def mask_message(msg: Msg, masks: Mapping[int, tuple[str, int]], *, readback: bool = True) -> Msg:
     """``msg`` with the tool results at the given block indexes replaced by placeholders
-    (``ref`` of the whole output, its size in tokens)."""
+    (``ref`` of the whole output, its size in tokens); without ``readback`` (the model
+    cannot read ``ref``) the placeholder says the output was omitted."""
     blocks = msg.blocks()
     for j, (ref, tokens) in masks.items():
         block = blocks[j]
@@ -55,6 +56,8 @@ def mask_message(msg: Msg, masks: Mapping[int, tuple[str, int]]) -> Msg:
         note = (
             f"[{block.name} output ({tokens} tokens) masked to save context; the whole "
             f"output is saved in '{ref}': Read it to see it again.]"
+            if readback
+            else f"[{block.name} output ({tokens} tokens) omitted to save context.]"
         )
         blocks[j] = block.model_copy(
             update={"output": note, "metadata": {**block.metadata, MASKED_KEY: ref}}
@@ -71,11 +74,17 @@ class MaskingPlan:
     sizes: Mapping[int, Mapping[int, int]]
     """Message index -> block index -> the result's tokens."""
 
-    def apply(self, snapshot: Sequence[Msg], refs: Mapping[tuple[int, int], str]) -> list[Msg]:
+    def apply(
+        self,
+        snapshot: Sequence[Msg],
+        refs: Mapping[tuple[int, int], str],
+        *,
+        readback: bool = True,
+    ) -> list[Msg]:
         """``snapshot`` with the results masked (``refs``: where each was saved) and a
         cache point on the message before the first masked one."""
         context = list(snapshot)
-        for i, msg in _masked(snapshot, self.sizes, refs).items():
+        for i, msg in _masked(snapshot, self.sizes, refs, readback).items():
             context[i] = msg
         first = min(self.sizes)
         if first > 0:
@@ -124,8 +133,11 @@ def _masked(
     snapshot: Sequence[Msg],
     sizes: Mapping[int, Mapping[int, int]],
     refs: Mapping[tuple[int, int], str],
+    readback: bool = True,
 ) -> dict[int, Msg]:
     return {
-        i: mask_message(snapshot[i], {j: (refs[(i, j)], n) for j, n in blocks.items()})
+        i: mask_message(
+            snapshot[i], {j: (refs[(i, j)], n) for j, n in blocks.items()}, readback=readback
+        )
         for i, blocks in sizes.items()
     }

@@ -135,6 +135,7 @@ def compose_summary(
     template: str | None = None,
     budget: int | None = None,
     requests: Sequence[str] = (),
+    readback: bool = True,
 ) -> str:
     """Render ``fields`` with the template, plus what the engine adds, within the budget.
 
@@ -145,6 +146,7 @@ def compose_summary(
     has ``{artifacts}``, else after the rendered template: a user's template renders the
     fields the model wrote verbatim.
     ``template`` replaces ``config.summary_template`` (a part appended to the summary).
+    Without ``readback`` (the model has no read-back tools) no addition names one.
     """
     template = config.summary_template if template is None else template
     extras: list[str] = []
@@ -164,6 +166,9 @@ def compose_summary(
         extras.append(
             f"The compressed messages are saved in '{ref}'; find details there with Search "
             "(by a few words), Grep or Read."
+            if readback
+            else "The compressed messages are not readable from here: this summary is what "
+            "remains of them."
         )
     if requests:
         extras.append(render_requests(requests))
@@ -172,7 +177,7 @@ def compose_summary(
     def additions_to(values: Mapping[str, str]) -> str:
         # The ledger leaves out what the fields (as they stand after any cut) state.
         said = "\n".join(values.values())
-        return "\n\n".join(p for p in (*extras, ledger.render(said)) if p)
+        return "\n\n".join(p for p in (*extras, ledger.render(said, readback=readback)) if p)
 
     budget = summary_budget(config, size) if budget is None else budget
     for _ in range(4):
@@ -240,24 +245,27 @@ def fallback_summary(
     counter: TokenCounter,
     budget: int,
     requests: Sequence[str] = (),
+    readback: bool = True,
 ) -> str:
     """What takes the summary's place when every attempt failed: ``removed`` older
-    messages were dropped unsummarized (and saved, when there is an offloader).
+    messages were dropped unsummarized (and saved, when there is an offloader; without
+    ``readback`` the model is not told to read them).
 
     The ledger still holds their facts. The previous summary, if any, is still true of the
     history before them, so it is kept below, cut to what the budget leaves.
     """
-    where = (
-        f" They were saved to '{ref}'; read them from there if you need details."
-        if ref
-        else " They were discarded."
-    )
+    if ref and readback:
+        where = f" They were saved to '{ref}'; read them from there if you need details."
+    elif ref:
+        where = " They were saved outside this conversation."
+    else:
+        where = " They were discarded."
     note = runtime_note(
         f"The context was shortened: {removed} earlier message(s) were removed "
         f"because a summary of them could not be generated ({type(error).__name__}).{where}"
     )
     shown = render_requests(requests) if requests else ""
-    text = "\n\n".join(p for p in (note, shown, ledger.render()) if p)
+    text = "\n\n".join(p for p in (note, shown, ledger.render(readback=readback)) if p)
     if previous:
         intro = "\n\nThe summary of the history before them was:\n"
         room = budget - counter.count_text(text + intro)

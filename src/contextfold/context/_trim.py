@@ -92,11 +92,19 @@ class ToolResultTruncator:
     """
 
     def __init__(
-        self, counter: TokenCounter, *, limit: int, keep: Literal["head_tail", "head"]
+        self,
+        counter: TokenCounter,
+        *,
+        limit: int,
+        keep: Literal["head_tail", "head"],
+        readback: bool = True,
     ) -> None:
         self.counter = counter
         self.limit = limit
         self.keep = keep
+        self.readback = readback
+        """Whether the model can read the offloaded original; without, the marker is the
+        one that names no file (the content was omitted, as far as the model can tell)."""
 
     def tokens(self, block: ToolResultBlock) -> int:
         """Tokens of the result's text."""
@@ -129,7 +137,7 @@ class ToolResultTruncator:
         out (the truncation event still names it), so every limit the config accepts keeps
         the marker and some content within it.
         """
-        marker = truncation_marker(ref)
+        marker = truncation_marker(ref if self.readback else None)
         if ref is not None and self.counter.count_text(marker) > limit // 2:
             marker = truncation_marker(None)
         hinted = f"{READBACK_HINT}\n{marker}"
@@ -350,8 +358,13 @@ def count_images(msg: Msg) -> int:
     return sum(1 for b in msg.iter_data() if b.kind == "image")
 
 
-def image_placeholder(*, limit: int, ref: str | None) -> str:
-    """What stands in for a removed image."""
+def image_placeholder(*, limit: int, ref: str | None, readback: bool = True) -> str:
+    """What stands in for a removed image (``readback``: the model can read ``ref``)."""
+    if ref is not None and not readback:
+        return (
+            f"[An image was removed from the context: at most {limit} images are kept. "
+            "It was saved outside this conversation.]"
+        )
     if ref is None:
         return (
             f"[An image was removed from the context: at most {limit} images are kept, "
@@ -369,6 +382,7 @@ async def remove_images(
     *,
     limit: int,
     persist: Callable[[DataBlock], Awaitable[str | None]],
+    readback: bool = True,
 ) -> tuple[Msg, list[str]]:
     """A copy of ``msg`` without its first ``count`` images, and the offload references."""
     refs: list[str] = []
@@ -380,7 +394,7 @@ async def remove_images(
         ref = await persist(block)
         if ref is not None:
             refs.append(ref)
-        return TextBlock(text=image_placeholder(limit=limit, ref=ref))
+        return TextBlock(text=image_placeholder(limit=limit, ref=ref, readback=readback))
 
     new_blocks: list[ContentBlock] = []
     for block in msg.blocks():

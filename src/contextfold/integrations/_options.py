@@ -15,15 +15,19 @@ from ..context import (
     Summarizer,
 )
 from ..token import TokenCounter
-from ..tool import readback_tools
 from ..workspace import Offloader, WorkspaceReader
 from ._folder import Codec, HistoryFolder
+from ._readback import session_tools
 
-__all__ = ["EngineOptions", "Sessions", "check_options", "readback_functions"]
+__all__ = [
+    "EngineOptions",
+    "Sessions",
+    "check_options",
+    "readback_functions",
+    "readback_reader",
+]
 
 T = TypeVar("T")
-
-_CHARS_PER_TOKEN = 2  # as the agent: Read stops early so its result usually fits the limit
 
 
 class EngineOptions(TypedDict, total=False):
@@ -31,7 +35,9 @@ class EngineOptions(TypedDict, total=False):
 
     ``counter`` and ``context_size`` are required; the rest are those of
     :class:`~contextfold.context.ContextEngine`. ``readback`` (default true) offers
-    ``Read``, ``Grep`` and ``Glob`` when the offloader is a workspace reader.
+    ``Read``, ``Grep`` and ``Glob`` when the offloader is a workspace reader; without
+    them (``readback=False``, or an offloader that cannot be read) the notes the engine
+    writes into the model's input name no tool.
     """
 
     counter: Required[TokenCounter]
@@ -104,13 +110,24 @@ _NEEDS = {
 }
 
 
-def readback_functions(options: EngineOptions) -> list[Callable[..., Awaitable[str]]]:
-    """The read-back tools as plain async functions (none without a readable workspace)."""
+def readback_functions(
+    options: EngineOptions, *, session_id: str
+) -> list[Callable[..., Awaitable[str]]]:
+    """The read-back tools of one conversation as plain async functions: they see only
+    ``session_id``'s items (none without a readable workspace, or with ``readback=False``).
+    The integrations' own tools find the conversation of each call themselves."""
+    offloader = readback_reader(options)
+    if offloader is None:
+        return []
+    return session_tools(offloader, options.get("config"), session_id)
+
+
+def readback_reader(options: EngineOptions) -> WorkspaceReader | None:
+    """The workspace the read-back tools read, or ``None`` when there are none."""
     offloader = options.get("offloader")
     if not options.get("readback", True) or not isinstance(offloader, WorkspaceReader):
-        return []
-    limit = (options.get("config") or ContextConfig()).tool_result_limit
-    return readback_tools(offloader, max_chars=limit * _CHARS_PER_TOKEN)
+        return None
+    return offloader
 
 
 @dataclass
@@ -142,12 +159,15 @@ class Sessions(Generic[T]):
                 session_id=session_id,
                 on_event=options.get("on_event"),
                 compression_hook=options.get("compression_hook"),
+                readback=readback_reader(options) is not None,
             )
             folder = HistoryFolder(
                 engine,
                 self.codec,
                 rewrites_history=self.rewrites_history,
-                readback_names=[f.__name__ for f in readback_functions(options)],
+                readback_names=[
+                    f.__name__ for f in readback_functions(options, session_id=session_id)
+                ],
             )
         self._folders[session_id] = folder
         while len(self._folders) > self.max_sessions:

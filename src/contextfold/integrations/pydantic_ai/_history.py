@@ -12,7 +12,8 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.toolsets import FunctionToolset
 
 from ...message import ToolSpec
-from .._options import EngineOptions, Sessions, readback_functions
+from .._options import EngineOptions, Sessions, readback_reader
+from .._readback import bound_readback
 from ._codec import PydanticAICodec, split_system, with_system
 
 __all__ = ["ContextfoldHistory"]
@@ -27,7 +28,8 @@ class ContextfoldHistory(AbstractCapability[Any]):
     ``Glob``. As a history processor (``capabilities=[ProcessHistory(history)]``) it counts the
     system prompt and history only; add :attr:`toolset` to the agent for the read-back
     tools. Either way the history Pydantic AI keeps becomes the summary and the kept
-    messages, whole tool-call pairs only. One engine per ``conversation_id``. Takes the
+    messages, whole tool-call pairs only. One engine per ``conversation_id``; the
+    read-back tools see only the items of the conversation they are called in. Takes the
     :class:`~contextfold.integrations.EngineOptions`.
     """
 
@@ -35,7 +37,18 @@ class ContextfoldHistory(AbstractCapability[Any]):
         self.sessions: Sessions[ModelMessage] = Sessions(
             options, PydanticAICodec(), rewrites_history=True
         )
-        functions = readback_functions(options)
+        reader = readback_reader(options)
+        functions = (
+            bound_readback(
+                reader,
+                options.get("config"),
+                context=("ctx", RunContext[Any]),
+                session_of=_conversation_of,
+                why="the tool was called without a RunContext",
+            )
+            if reader is not None
+            else []
+        )
         self.toolset: FunctionToolset[Any] | None = (
             FunctionToolset(functions, docstring_format="google") if functions else None
         )
@@ -68,7 +81,7 @@ class ContextfoldHistory(AbstractCapability[Any]):
     async def _fold(
         self, ctx: RunContext[Any], messages: list[ModelMessage], tools: list[ToolSpec]
     ) -> list[ModelMessage]:
-        folder = self.sessions.get(ctx.conversation_id or "default")
+        folder = self.sessions.get(_conversation_of(ctx) or "default")
         system, history = split_system(messages)
         prompt = "\n\n".join(p.content for p in system)
         last = messages[-1] if messages else None
@@ -77,3 +90,13 @@ class ContextfoldHistory(AbstractCapability[Any]):
         folded = await folder.fold(history, prompt, tools)
         # The history is stored as returned, so the usage note (never stored) is not sent.
         return with_system(system, folded.history)
+
+
+def _conversation_of(ctx: object) -> str | None:
+    """The conversation of a model request or a tool call (its ``RunContext``):
+    ``conversation_id`` (Pydantic AI gives every run one), ``"default"`` without it,
+    ``None`` when there is no context at all."""
+    if ctx is None:
+        return None
+    conversation = getattr(ctx, "conversation_id", None)
+    return conversation if isinstance(conversation, str) and conversation else "default"
