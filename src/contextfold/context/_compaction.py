@@ -87,7 +87,10 @@ class Execution:
 
     def truncator(self, config: ContextConfig) -> ToolResultTruncator:
         return ToolResultTruncator(
-            self.counter, limit=config.tool_result_limit, keep=config.truncation_keep
+            self.counter,
+            limit=config.tool_result_limit,
+            keep=config.truncation_keep,
+            redact=config.redact,
         )
 
     async def escalate(

@@ -180,7 +180,10 @@ class ContextEngine:
         being emitted); :attr:`last` tells which.
         """
         truncator = ToolResultTruncator(
-            self.counter, limit=self.result_limit(), keep=self.config.truncation_keep
+            self.counter,
+            limit=self.result_limit(),
+            keep=self.config.truncation_keep,
+            redact=self.config.redact,
         )
         stored, events = await truncate_results(msg, truncator, self._offload.result)
         self.append(stored)
