@@ -35,7 +35,7 @@ from ._loaders import (
     load_trajectory,
 )
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
-from ._report import write_report
+from ._report import write_json, write_report
 from ._runner import replay_run, replay_runs, tools_of
 from ._sources import LoadedRecordings, find_recordings, load_recordings
 from ._summarizers import summarizer_from_string
@@ -79,5 +79,6 @@ __all__ = [
     "replay_runs",
     "summarizer_from_string",
     "tools_of",
+    "write_json",
     "write_report",
 ]
