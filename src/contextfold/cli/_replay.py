@@ -23,6 +23,7 @@ from ..context import (
 from ..replay import (
     FORMATS,
     CacheKind,
+    ReadLimits,
     ReplayResult,
     RequestDump,
     RunCost,
@@ -49,6 +50,9 @@ _SUMMARIZER_HELP = (
     "fields: only the offload reference and the ledger), 'local' (the embedded model) or "
     "'<provider>:<model>', e.g. 'openai:gpt-4o-mini'."
 )
+
+
+_MIB = 1024 * 1024
 
 
 def _usage_error(message: str, param: str) -> typer.BadParameter:
@@ -190,6 +194,20 @@ def replay(
             help="The recordings' format (" + ", ".join(FORMATS) + "); detected by default.",
         ),
     ] = None,
+    max_file_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-file-mb", min=1, help="Refuse a recording larger than this (MiB), unread."
+        ),
+    ] = ReadLimits.max_bytes // _MIB,
+    max_line_mb: Annotated[
+        int,
+        typer.Option("--max-line-mb", min=1, help="Refuse a JSONL line longer than this (MiB)."),
+    ] = ReadLimits.max_line // _MIB,
+    max_depth: Annotated[
+        int,
+        typer.Option("--max-depth", min=1, help="Refuse JSON nested deeper than this."),
+    ] = ReadLimits.max_depth,
     redact: Annotated[
         bool,
         typer.Option(
@@ -221,9 +239,12 @@ def replay(
     model = _summarizer(summarizer, base_url)
     dump = _dump(dump_requests, dump_format)
     pricing = _pricing(cache, prices)
+    limits = ReadLimits(
+        max_bytes=max_file_mb * _MIB, max_line=max_line_mb * _MIB, max_depth=max_depth
+    )
     try:
         with err.status("Loading recordings..."):
-            loaded = load_recordings(paths, format=recording_format)
+            loaded = load_recordings(paths, format=recording_format, limits=limits)
     except FileNotFoundError as exc:
         raise _usage_error(f"{exc}; check the path", "'PATH'") from exc
     except MessageFormatError as exc:

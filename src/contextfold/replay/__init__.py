@@ -28,6 +28,7 @@ from ._dump import DumpFormat, RequestDump, RunDump
 from ._loaders import (
     FORMATS,
     Loader,
+    ReadLimits,
     Recording,
     load_any,
     load_msg_jsonl,
@@ -55,6 +56,7 @@ __all__ = [
     "Loader",
     "NoCache",
     "OpenAICache",
+    "ReadLimits",
     "Recording",
     "ReplayResult",
     "ReplayTotals",
