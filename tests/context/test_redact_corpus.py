@@ -11,6 +11,8 @@ import base64
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.context import REDACTED, redact_credentials
 
@@ -105,3 +107,49 @@ def test_issue_28_forms_are_masked(text: str, secret: str, label: str) -> None:
 @pytest.mark.parametrize("text", NEGATIVES)
 def test_ordinary_text_stays_byte_for_byte(text: str) -> None:
     assert redact_credentials(text) == text
+
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    uuid=st.uuids(),
+    sha=st.binary(min_size=20, max_size=32),
+    data=st.binary(min_size=1, max_size=600),
+)
+def test_hashes_uuids_and_base64_stay(uuid: object, sha: bytes, data: bytes) -> None:
+    text = (
+        f"id={uuid} commit {sha.hex()} sha256:{sha.hex()}\nimage: {base64.b64encode(data).decode()}"
+    )
+    assert redact_credentials(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.sampled_from(
+        [
+            ("export {name}_PASSWORD={value}", "A"),
+            ('"{name}SecretAccessKey": "{value}"', "a"),
+            ("{name}_TOKEN={value}", "A"),
+            ("  {name}_password: {value}", "a"),
+            ("--{name}-password={value}", "a"),
+            ("host=db {name}=x password={value} dbname=d", "a"),
+        ]
+    ),
+    name=st.text("ABCXYZ", min_size=1, max_size=8),
+    value=st.text(_ALNUM + "-_./+", min_size=8, max_size=40).filter(
+        lambda v: any(c.isdigit() for c in v) and v[0] not in "-."
+    ),
+    before=st.text(_ALNUM + " \n", max_size=80),
+)
+def test_generated_named_secrets_are_masked(
+    shape: tuple[str, str], name: str, value: str, before: str
+) -> None:
+    template, case = shape
+    name = name if case == "A" else name.lower()
+    text = before + "\n" + template.format(name=name, value=value) + "\n"
+    out = redact_credentials(text)
+    assert out.startswith(before + "\n")  # no separator in it: nothing to mask
+    assert value not in out.splitlines()[-1], out
+    assert redact_credentials(out) == out
