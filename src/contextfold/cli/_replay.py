@@ -13,10 +13,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
-from ..context import MIN_TOOL_RESULT_LIMIT, ContextConfig, Summarizer
+from ..context import (
+    MIN_TOOL_RESULT_LIMIT,
+    ContextConfig,
+    Redactor,
+    Summarizer,
+    redact_credentials,
+)
 from ..replay import (
     FORMATS,
     CacheKind,
+    ReadLimits,
     ReplayResult,
     RequestDump,
     RunCost,
@@ -26,6 +33,7 @@ from ..replay import (
     load_recordings,
     replay_runs,
     summarizer_from_string,
+    write_json,
     write_report,
 )
 from ..token import TokenCounter, counter_for_model
@@ -42,6 +50,9 @@ _SUMMARIZER_HELP = (
     "fields: only the offload reference and the ledger), 'local' (the embedded model) or "
     "'<provider>:<model>', e.g. 'openai:gpt-4o-mini'."
 )
+
+
+_MIB = 1024 * 1024
 
 
 def _usage_error(message: str, param: str) -> typer.BadParameter:
@@ -183,6 +194,29 @@ def replay(
             help="The recordings' format (" + ", ".join(FORMATS) + "); detected by default.",
         ),
     ] = None,
+    max_file_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-file-mb", min=1, help="Refuse a recording larger than this (MiB), unread."
+        ),
+    ] = ReadLimits.max_bytes // _MIB,
+    max_line_mb: Annotated[
+        int,
+        typer.Option("--max-line-mb", min=1, help="Refuse a JSONL line longer than this (MiB)."),
+    ] = ReadLimits.max_line // _MIB,
+    max_depth: Annotated[
+        int,
+        typer.Option("--max-depth", min=1, help="Refuse JSON nested deeper than this."),
+    ] = ReadLimits.max_depth,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact",
+            help="Mask credentials (API keys, tokens, passwords) with the shipped redactor "
+            "in everything written: offloads and summaries (as ContextConfig(redact=...) "
+            "does), --dump-requests, --json and --report.",
+        ),
+    ] = False,
 ) -> None:
     """Replay recorded agent runs as if the agent had used contextfold, and measure it.
 
@@ -195,18 +229,22 @@ def replay(
     err = Console(stderr=True)
     if report is not None:
         _check_plotly()
-    config = (
-        ContextConfig()
-        if tool_result_limit is None
-        else ContextConfig(tool_result_limit=tool_result_limit)
-    )
+    settings: dict[str, Any] = {}
+    if tool_result_limit is not None:
+        settings["tool_result_limit"] = tool_result_limit
+    if redact:
+        settings["redact"] = redact_credentials
+    config = ContextConfig(**settings)
     counter = counter_for_model(tokenizer)
     model = _summarizer(summarizer, base_url)
     dump = _dump(dump_requests, dump_format)
     pricing = _pricing(cache, prices)
+    limits = ReadLimits(
+        max_bytes=max_file_mb * _MIB, max_line=max_line_mb * _MIB, max_depth=max_depth
+    )
     try:
         with err.status("Loading recordings..."):
-            loaded = load_recordings(paths, format=recording_format)
+            loaded = load_recordings(paths, format=recording_format, limits=limits)
     except FileNotFoundError as exc:
         raise _usage_error(f"{exc}; check the path", "'PATH'") from exc
     except MessageFormatError as exc:
@@ -237,7 +275,7 @@ def replay(
     if not quiet:
         out.print(_runs_table(result))
     out.print(_totals_table(result))
-    failed = _write_outputs(result, report, json_out, out, err)
+    failed = _write_outputs(result, report, json_out, config.redact, out, err)
     fallbacks = result.totals.compression_fallbacks
     if fallbacks:
         err.print(
@@ -384,22 +422,22 @@ def _write_outputs(
     result: ReplayResult,
     report: Path | None,
     json_out: Path | None,
+    redact: Redactor | None,
     out: Console,
     err: Console,
 ) -> bool:
-    """Write the requested files; True when one of them failed."""
+    """Write the requested files (``0600``); True when one of them failed."""
     failed = False
     if json_out is not None:
         try:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+            write_json(result, json_out, redact=redact)
             out.print(f"metrics written to {json_out}")
         except OSError as exc:
             err.print(f"[bold red]error:[/] cannot write --json {json_out}: {exc}")
             failed = True
     if report is not None:
         try:
-            write_report(result, report)
+            write_report(result, report, redact=redact)
             out.print(f"report written to {report}")
         except OSError as exc:
             err.print(f"[bold red]error:[/] cannot write --report {report}: {exc}")

@@ -101,6 +101,7 @@ class Execution:
             limit=config.tool_result_limit,
             keep=config.truncation_keep,
             readback=self.readback,
+            redact=config.redact,
         )
 
     async def escalate(

@@ -192,6 +192,7 @@ class ContextEngine:
             limit=self.result_limit(),
             keep=self.config.truncation_keep,
             readback=self.readback,
+            redact=self.config.redact,
         )
         stored, events = await truncate_results(msg, truncator, self._offload.result)
         self.append(stored)

@@ -98,6 +98,7 @@ class ToolResultTruncator:
         limit: int,
         keep: Literal["head_tail", "head"],
         readback: bool = True,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.counter = counter
         self.limit = limit
@@ -105,6 +106,9 @@ class ToolResultTruncator:
         self.readback = readback
         """Whether the model can read the offloaded original; without, the marker is the
         one that names no file (the content was omitted, as far as the model can tell)."""
+        self.redact = redact
+        """``ContextConfig.redact``: the whole text passes it before the cut, so a secret
+        the cut falls inside (no longer of a shape the redactor knows) is not kept in part."""
 
     def tokens(self, block: ToolResultBlock) -> int:
         """Tokens of the result's text."""
@@ -121,7 +125,8 @@ class ToolResultTruncator:
         """
         limit = self.limit if limit is None else limit
         marker = self.marker(ref, readback=is_readback(block), limit=limit)
-        text = self._cut_text(block.text(), limit, marker)
+        text = block.text() if self.redact is None else self.redact(block.text())
+        text = self._cut_text(text, limit, marker)
         output: str | list[ToolResultContent]
         if isinstance(block.output, str):
             output = text

@@ -28,6 +28,7 @@ from ._dump import DumpFormat, RequestDump, RunDump
 from ._loaders import (
     FORMATS,
     Loader,
+    ReadLimits,
     Recording,
     load_any,
     load_msg_jsonl,
@@ -35,7 +36,7 @@ from ._loaders import (
     load_trajectory,
 )
 from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
-from ._report import write_report
+from ._report import write_json, write_report
 from ._runner import replay_run, replay_runs, tools_of
 from ._sources import LoadedRecordings, find_recordings, load_recordings
 from ._summarizers import summarizer_from_string
@@ -55,6 +56,7 @@ __all__ = [
     "Loader",
     "NoCache",
     "OpenAICache",
+    "ReadLimits",
     "Recording",
     "ReplayResult",
     "ReplayTotals",
@@ -79,5 +81,6 @@ __all__ = [
     "replay_runs",
     "summarizer_from_string",
     "tools_of",
+    "write_json",
     "write_report",
 ]

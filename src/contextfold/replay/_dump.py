@@ -9,6 +9,10 @@ adapters send, from the same functions), ``tokens`` (our count), for reasoning c
 summary calls, ``output``. A summarizer without a model (extractive, none) writes one
 summary line: the request a model summarizer would have sent in its place. The input of
 any outside grader.
+
+Every text of a line passes the redactor (``RequestDump(redact=...)``, else the replay's
+``ContextConfig.redact``) when there is one; files are ``0600`` and a folder created for
+them ``0700``.
 """
 
 from __future__ import annotations
@@ -23,15 +27,18 @@ from typing import Any, Literal, Self
 from ..context import (
     ModelInput,
     ModelSummarizer,
+    Redactor,
     Summarizer,
     SummaryRequest,
     SummaryResult,
+    redact_messages,
     summary_prompt,
 )
 from ..message import Msg, ToolChoice, ToolSpec, anthropic_request, openai_request
 from ..model import ModelCall
 from ..token import TokenCounter
 from ..workspace import encode_key
+from ._files import open_private, private_dir
 
 __all__ = ["DumpFormat", "ObservedSummarizer", "RequestDump", "RunDump", "SummaryCall"]
 
@@ -41,31 +48,48 @@ DumpFormat = Literal["openai", "anthropic"]
 class RequestDump:
     """Where a replay writes its requests: a directory, one file per run."""
 
-    def __init__(self, directory: str | Path, *, format: DumpFormat = "openai") -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        format: DumpFormat = "openai",
+        redact: Redactor | None = None,
+    ) -> None:
         if format not in ("openai", "anthropic"):
             raise ValueError(f"dump format must be 'openai' or 'anthropic', got {format!r}")
         self.directory = Path(directory)
         self.format: DumpFormat = format
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.redact = redact
+        """What every text written passes; ``None``: the replay's ``ContextConfig.redact``."""
+        private_dir(self.directory)
 
     def path(self, run_id: str) -> Path:
         """The file of one run (its id, made safe as a file name)."""
         return self.directory / f"{encode_key(run_id)}.jsonl"
 
-    def run(self, run_id: str) -> RunDump:
-        """A writer for one run's requests (replacing an earlier dump of it)."""
-        return RunDump(self.path(run_id), run_id=run_id, format=self.format)
+    def run(self, run_id: str, *, redact: Redactor | None = None) -> RunDump:
+        """A writer for one run's requests (replacing an earlier dump of it); its texts
+        pass this dump's redactor, else ``redact``."""
+        return RunDump(
+            self.path(run_id),
+            run_id=run_id,
+            format=self.format,
+            redact=self.redact if self.redact is not None else redact,
+        )
 
 
 class RunDump:
     """Writes one run's requests, a line each, as they are made."""
 
-    def __init__(self, path: Path, *, run_id: str, format: DumpFormat) -> None:
+    def __init__(
+        self, path: Path, *, run_id: str, format: DumpFormat, redact: Redactor | None = None
+    ) -> None:
         self.run_id = run_id
         self.format = format
+        self.redact = redact
         self.step = 0
         """The reasoning step the next calls precede (set by the replay)."""
-        self._file = path.open("w", encoding="utf-8")
+        self._file = open_private(path)
 
     def body(
         self,
@@ -98,6 +122,9 @@ class RunDump:
         merged into the next user turn counts as the summary).
         """
         line: dict[str, Any] = {"run": self.run_id, "step": self.step, "kind": kind}
+        if self.redact is not None:
+            messages = redact_messages(messages, self.redact)
+            output = _redacted(output, self.redact)
         body = self.body(messages, tools, tool_choice)
         line.update(body)
         if model_input is not None:
@@ -224,6 +251,17 @@ class ObservedSummarizer:
                 )
             )
         return result
+
+
+def _redacted(value: Any, redact: Redactor) -> Any:
+    """``value`` (JSON) with every string passed through ``redact``, keys included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redacted(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
+    return value
 
 
 def _answer(call: ModelCall) -> Any:

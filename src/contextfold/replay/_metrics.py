@@ -26,7 +26,7 @@ Definitions (all in tokens of the replay's counter, exact ``o200k_base`` by defa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, computed_field
 
@@ -82,6 +82,13 @@ class RunResult(BaseModel):
     """Why the replay stopped early, if it did (the steps before it are kept)."""
     cost: RunCost | None = None
     """What the run's calls cost under the chosen cache model (``--cache``)."""
+
+    def redacted(self, redact: Callable[[str], str]) -> RunResult:
+        """This result with its texts (id, source, error) passed through ``redact``."""
+        error = None if self.error is None else redact(self.error)
+        return self.model_copy(
+            update={"run_id": redact(self.run_id), "source": redact(self.source), "error": error}
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -187,6 +194,13 @@ class ReplayResult(BaseModel):
     counter: str
     """The token counter's name, e.g. ``openai-chat/o200k_base``."""
     runs: list[RunResult]
+
+    def redacted(self, redact: Callable[[str], str] | None) -> ReplayResult:
+        """This result with every run's texts passed through ``redact`` (what ``--json``
+        and the report write); itself when ``redact`` is ``None``."""
+        if redact is None:
+            return self
+        return self.model_copy(update={"runs": [r.redacted(redact) for r in self.runs]})
 
     @computed_field  # type: ignore[prop-decorator]
     @property

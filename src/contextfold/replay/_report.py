@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import MissingDependencyError
+from ._files import write_private
 from ._metrics import ReplayResult, RunResult, StepUsage
 
-__all__ = ["write_report"]
+__all__ = ["write_json", "write_report"]
 
 MAX_SELECTABLE_RUNS = 60
 """Runs offered in the per-run figure's menu (the page stays small with hundreds)."""
@@ -37,17 +39,37 @@ def _plotly() -> tuple[Any, Any]:
     return go, make_subplots
 
 
-def write_report(result: ReplayResult, path: str | Path, *, title: str = "") -> Path:
+def write_json(
+    result: ReplayResult, path: str | Path, *, redact: Callable[[str], str] | None = None
+) -> Path:
+    """Write ``result``, every metric per step, as JSON (what ``replay --json`` writes):
+    ``0600``, a folder created for it ``0700``; with ``redact``, the runs' texts (ids,
+    sources, errors) pass it first."""
+    path = Path(path)
+    write_private(path, result.redacted(redact).model_dump_json(indent=1))
+    return path
+
+
+def write_report(
+    result: ReplayResult,
+    path: str | Path,
+    *,
+    title: str = "",
+    redact: Callable[[str], str] | None = None,
+) -> Path:
     """Write ``result`` as one HTML page with plotly's JavaScript inlined (works offline).
 
     Figures: context tokens per step for a selectable run, with the raw history, the
     window and compressions marked, above the same steps as stacked layers (system prompt
     and tools / summary / context); every run's request total overlaid; tokens sent and
     saved per run. Then the per-run table with totals, and the metric definitions.
-    Raises ``MissingDependencyError`` when plotly (the ``report`` extra) is missing.
+    The file is ``0600`` (a folder created for it ``0700``); with ``redact``, the runs'
+    texts (ids, sources, errors) pass it first. Raises ``MissingDependencyError`` when
+    plotly (the ``report`` extra) is missing.
     """
     go, make_subplots = _plotly()
     path = Path(path)
+    result = result.redacted(redact)
     runs = [r for r in result.runs if r.steps]
     figures: list[Any] = []
     if runs:
@@ -76,8 +98,7 @@ def write_report(result: ReplayResult, path: str | Path, *, title: str = "") -> 
         or "<p>No run had an assistant turn to replay.</p>",
         table=_table(result),
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    write_private(path, page)
     return path
 
 

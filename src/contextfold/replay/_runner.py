@@ -124,13 +124,17 @@ async def replay_run(
     :class:`MemoryWorkspace` (an initialized one may be shared between runs). An error
     stops the run and is kept in :attr:`RunResult.error` with the steps measured so far.
     See :mod:`contextfold.replay._metrics` for what each metric means. With ``dump``,
-    every request (reasoning and summary calls) is written as it would be sent. With
+    every request (reasoning and summary calls) is written as it would be sent (through
+    ``config.redact`` when the dump has no redactor of its own). With
     ``cache`` (``anthropic``, ``openai`` or ``none``), every call is priced under that
     provider's prompt-cache rules (``prices``: :func:`load_prices` by default) in
     :attr:`RunResult.cost`.
     """
     counter = counter or counter_for_model("gpt-4o")
-    run_dump = dump.run(session_id or run.instance_id) if dump is not None else None
+    run_dump = None
+    if dump is not None:
+        redact = config.redact if config is not None else None
+        run_dump = dump.run(session_id or run.instance_id, redact=redact)
     ledger = None
     if cache is not None:
         ledger = CostLedger(cache, prices if prices is not None else load_prices(), counter)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .._exceptions import MessageFormatError
 from .._logging import logger
-from ._loaders import load_any
+from ._loaders import ReadLimits, load_any
 from ._trajectory import Trajectory
 
 __all__ = ["LoadedRecordings", "find_recordings", "load_recordings"]
@@ -46,20 +46,23 @@ class LoadedRecordings:
     """``(file, why)`` for files found in a directory that are not recordings."""
 
 
-def load_recordings(paths: Iterable[str | Path], *, format: str | None = None) -> LoadedRecordings:
+def load_recordings(
+    paths: Iterable[str | Path], *, format: str | None = None, limits: ReadLimits | None = None
+) -> LoadedRecordings:
     """Load every recording under ``paths`` (see :func:`find_recordings`).
 
     A file named explicitly must be a recording: otherwise ``MessageFormatError`` names it
     and the accepted formats. A file found in a directory that is not one is skipped, with
     the reason in :attr:`LoadedRecordings.skipped` (directories often hold other JSON).
-    ``format`` (one of :data:`~contextfold.replay.FORMATS`) skips detection.
+    ``format`` (one of :data:`~contextfold.replay.FORMATS`) skips detection; ``limits``
+    bound what is read of each file (a file over one is reported as not a recording).
     """
     given = [Path(p) for p in paths]
     explicit = {p for p in given if not p.is_dir()}
     loaded = LoadedRecordings()
     for file in find_recordings(given):
         try:
-            runs = load_any(file, format=format)
+            runs = load_any(file, format=format, limits=limits)
         except (MessageFormatError, OSError, UnicodeDecodeError) as exc:
             if file in explicit:
                 if isinstance(exc, MessageFormatError):

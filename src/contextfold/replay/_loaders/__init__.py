@@ -11,12 +11,13 @@ written to the provider's cache.
 from ._mini_swe import load_trajectory
 from ._msg_jsonl import load_msg_jsonl
 from ._openai import load_openai_runs
-from ._recording import Loader, Recording
+from ._recording import Loader, ReadLimits, Recording
 from ._registry import FORMATS, load_any
 
 __all__ = [
     "FORMATS",
     "Loader",
+    "ReadLimits",
     "Recording",
     "load_any",
     "load_msg_jsonl",

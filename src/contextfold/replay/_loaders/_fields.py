@@ -21,6 +21,8 @@ def _parse_args(raw: Any) -> tuple[dict[str, Any], str | None, str | None]:
         value = json.loads(raw) if raw.strip() else {}
     except ValueError:
         return {}, raw, "arguments are not valid JSON"
+    except RecursionError:
+        return {}, raw, "arguments are nested too deeply to parse"
     if not isinstance(value, dict):
         return {}, raw, "arguments are not a JSON object"
     return value, raw, None

@@ -21,9 +21,12 @@ class _MsgJsonl:
     def load(self, recording: Recording) -> list[Trajectory]:
         path = recording.path
         try:
-            # reading inside: a file that is not UTF-8 is not of this format either
-            msgs = msgs_from_jsonl(recording.text)
-        except ValueError as exc:
+            text = recording.text
+        except UnicodeDecodeError as exc:  # not UTF-8: not of this format either
+            raise NotThisFormat(f"{path}: not a JSONL file of Msg objects: {exc}") from exc
+        try:
+            msgs = msgs_from_jsonl(text)
+        except (ValueError, RecursionError) as exc:
             raise NotThisFormat(f"{path}: not a JSONL file of Msg objects: {exc}") from exc
         return [split_system(msgs, instance_id=path.stem, info={}, fmt=self.name)]
 

@@ -16,7 +16,16 @@ from ._msg_jsonl import MSG_JSONL
 from ._openai import OPENAI, OPENAI_RUNS
 from ._openhands import OPENHANDS
 from ._pydantic_ai import PYDANTIC_AI
-from ._recording import DESCRIBED, BadLine, Loader, NotThisFormat, Recording, not_this
+from ._recording import (
+    DESCRIBED,
+    BadLine,
+    Loader,
+    NotThisFormat,
+    OverLimit,
+    ReadLimits,
+    Recording,
+    not_this,
+)
 from ._swe_agent import SWE_AGENT
 
 __all__ = ["FORMATS", "load_any"]
@@ -57,24 +66,32 @@ _DETECTION: tuple[Loader, ...] = (
 )
 
 
-def load_any(path: str | Path, *, format: str | None = None) -> list[Trajectory]:
+def load_any(
+    path: str | Path, *, format: str | None = None, limits: ReadLimits | None = None
+) -> list[Trajectory]:
     """Load any supported recording (:data:`FORMATS`), telling the format from the content
-    unless ``format`` names it.
+    unless ``format`` names it, within ``limits`` (default :class:`ReadLimits`).
 
-    Raises ``MessageFormatError`` naming the file and the formats it knows otherwise.
+    Raises ``MessageFormatError`` naming the file and the formats it knows otherwise, and
+    naming the file and the limit for a file over one (or binary).
     """
     path = Path(path)
     if format is not None and format not in FORMATS:
         raise MessageFormatError(
             f"unknown format {format!r}; accepted formats: {', '.join(FORMATS)}"
         )
-    recording = Recording(path)
+    recording = Recording(path, limits=limits)
     try:
         if format is not None:
             return _load_as(recording, FORMATS[format])
         return _detect_and_load(recording)
     except BadLine as bad:
         raise MessageFormatError(f"{bad}; {_accepted()}") from bad.__cause__
+    except RecursionError as exc:  # a loader's own recursion over a value within the limit
+        depth = recording.limits.max_depth
+        raise OverLimit(
+            f"{path}: nested too deeply to read (lower ReadLimits.max_depth, now {depth:,})"
+        ) from exc
 
 
 def _load_as(recording: Recording, loader: Loader) -> list[Trajectory]:
