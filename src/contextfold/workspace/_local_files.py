@@ -26,13 +26,16 @@ __all__ = [
     "FILE_MODE",
     "READ",
     "flocked",
+    "hold_root",
     "make_dir",
+    "make_parents",
     "make_private",
     "open_dir",
     "open_file",
     "raise_unsafe",
     "read_file",
     "repair_tail",
+    "same_file",
     "stat_entries",
     "write_all",
     "write_new",
@@ -48,9 +51,57 @@ FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
 DIR_MODE = 0o700
 
 
-def open_dir(root: str, *parts: str, create: bool = False) -> int:
-    """An fd of ``root/parts...``, each component opened without following symlinks."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def make_parents(path: str) -> None:
+    """Create ``path`` and its missing parents, each ``0700`` whatever the umask (those
+    that exist keep their mode); ``os.makedirs`` gives new parents ``0777 & ~umask``."""
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.isdir(head):
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    for new in reversed(missing):
+        try:
+            os.mkdir(new, DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: theirs, keeps its mode
+        fd = os.open(new, DIRECTORY)
+        try:
+            make_private(fd, DIR_MODE)
+        finally:
+            os.close(fd)
+
+
+def hold_root(path: str) -> tuple[int, str]:
+    """An fd of the directory ``path`` and its resolved path, checked to be one directory.
+
+    The workspace opens everything relative to this fd from then on, so a workdir renamed
+    or replaced by a symlink afterwards receives nothing.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        real = os.path.realpath(path)
+        if not same_file(os.fstat(fd), os.stat(real)):
+            raise UnsafePathError(f"the workspace directory {path!r} changed while it was opened")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real
+
+
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def open_dir(root: str | int, *parts: str, create: bool = False) -> int:
+    """An fd of ``root/parts...``, each component opened without following symlinks;
+    ``root`` a path, or the fd of a held root directory."""
+    if isinstance(root, int):
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root)
+    else:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts:
             created = create and make_dir(part, fd)
@@ -85,7 +136,7 @@ def open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
     return fd
 
 
-def read_file(root: str, parts: tuple[str, ...], name: str) -> bytes | None:
+def read_file(root: str | int, parts: tuple[str, ...], name: str) -> bytes | None:
     """The bytes of ``root/parts.../name``, ``None`` if it does not exist."""
     try:
         dfd = open_dir(root, *parts)

@@ -212,7 +212,7 @@ class SQLiteWorkspace(SearchableWorkspace):
 
     async def _sessions(self) -> list[str]:
         return await self._read(
-            lambda c: [r[0] for r in c.execute("SELECT session_id FROM sessions")]
+            lambda c: [_read_id(r[0]) for r in c.execute("SELECT session_id FROM sessions")]
         )
 
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
@@ -224,13 +224,13 @@ class SQLiteWorkspace(SearchableWorkspace):
                 f"JOIN context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey",
                 args,
             ):
-                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), sid))
+                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), _read_id(sid)))
             for key, sid, name, size in c.execute(
                 "SELECT s.skey, s.session_id, t.name, LENGTH(t.body) FROM sessions s "
                 f"JOIN tool_results t ON t.skey = s.skey {where}",
                 args,
             ):
-                out.append((ItemPath("tool_result", key, name), int(size), sid))
+                out.append((ItemPath("tool_result", key, name), int(size), _read_id(sid)))
             if skey is None:
                 rows = c.execute("SELECT name, LENGTH(body), NULL FROM data").fetchall()
             else:
@@ -241,6 +241,7 @@ class SQLiteWorkspace(SearchableWorkspace):
                     (skey,),
                 ).fetchall()
             for name, size, sid in rows:
+                sid = None if sid is None else _read_id(sid)
                 out.append((ItemPath("data", None, name), int(size), sid))
             return out
 
@@ -300,7 +301,26 @@ def _catch_up(c: sqlite3.Connection) -> None:
 
 
 def _touch(c: sqlite3.Connection, skey: str, session_id: str) -> None:
-    c.execute("INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)", (skey, session_id))
+    c.execute(
+        "INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)",
+        (skey, _stored_id(session_id)),
+    )
+
+
+def _stored_id(session_id: str) -> str | bytes:
+    """A session id as stored: TEXT, or (lone surrogates, which UTF-8 text cannot hold)
+    a BLOB of its ``surrogatepass`` UTF-8 bytes, so every id round-trips as on the other
+    backends."""
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return session_id.encode("utf-8", "surrogatepass")
+    return session_id
+
+
+def _read_id(value: str | bytes) -> str:
+    """A session id as :func:`_stored_id` stored it."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
 
 
 def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
@@ -311,6 +331,6 @@ def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
             row = c.execute(
                 "SELECT session_id FROM sessions WHERE skey = ?", (hit.skey,)
             ).fetchone()
-            hit = dataclasses.replace(hit, session_id=None if row is None else str(row[0]))
+            hit = dataclasses.replace(hit, session_id=None if row is None else _read_id(row[0]))
         out.append(hit)
     return out
