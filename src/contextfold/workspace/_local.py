@@ -19,10 +19,12 @@ from pathlib import Path
 from .._exceptions import UnsafePathError, WorkspaceError
 from .._logging import logger
 from ._grep import Deadline, off_loop
+from ._lease import Lease, acquire_lease
 from ._local_files import (
     APPEND,
     DIR_MODE,
     DIRECTORY,
+    collect_data,
     flocked,
     hold_root,
     make_dir,
@@ -37,6 +39,7 @@ from ._local_files import (
     write_all,
     write_new,
 )
+from ._local_leases import LocalLeases
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
 from ._search import RawHit, SearchableWorkspace
 from ._side_index import INDEX_FILE, SideIndex
@@ -58,6 +61,7 @@ class LocalWorkspace(SearchableWorkspace):
         {workdir}/data/{sha256}.{ext}                       images and audio, deduplicated
         {workdir}/skills/                                   the agent's skill directory
         {workdir}/search.sqlite3                            the search index (FTS5)
+        {workdir}/leases/{session}                          the session's lease (flock)
 
     ``{session}`` and ``{id}`` are encoded ids (see ``contextfold.workspace._names``), so no
     id can name a path outside ``workdir``; every path is opened component by component
@@ -86,14 +90,12 @@ class LocalWorkspace(SearchableWorkspace):
     holds tokens, keys and customer data; so are the parents of ``workdir`` it creates. A
     directory that already exists keeps its mode.
 
-    Trusting nothing around it: ``initialize()`` opens ``workdir`` once and holds it;
-    every path is opened relative to that descriptor, so a workdir renamed or swapped for
-    a symlink afterwards receives nothing. The search index is opened only when it and its
-    ``-wal``/``-shm`` files are regular files in the held directory (``UnsafePathError``
-    otherwise). What cannot be trusted but can be done without is skipped, not fatal: a
-    session folder whose name or ``.session_id`` does not decode, and a corrupt index
-    (moved aside as ``search.sqlite3.corrupt-<time>`` and rebuilt from the files), each
-    logged and listed in :attr:`skipped`.
+    ``initialize()`` opens ``workdir`` once and every path is opened relative to that
+    descriptor: a workdir swapped for a symlink later receives nothing; the index and its
+    ``-wal``/``-shm`` must be regular files in it (else ``UnsafePathError``). Skipped,
+    logged and listed in :attr:`skipped`: a session folder whose name or ``.session_id``
+    does not decode, a corrupt index (moved to ``search.sqlite3.corrupt-<time>``, rebuilt).
+    A ``SessionLease`` (:meth:`acquire_lease`); ``save_state`` is fenced like PostgreSQL's.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
@@ -104,6 +106,7 @@ class LocalWorkspace(SearchableWorkspace):
         self._fsync = fsync
         self._index: SideIndex | None = None
         self._skipped: dict[str, SkippedEntry] = {}
+        self._leases = LocalLeases(lambda: self._dir)
 
     @property
     def workdir(self) -> Path:
@@ -257,15 +260,25 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._save_state_sync, skey, session_id, state)
 
     def _save_state_sync(self, skey: str, session_id: str, state: bytes) -> None:
-        dfd = self._session_dir(skey, session_id, create=True)
-        try:
-            tmp = f".tmp-{uuid.uuid4().hex}"
-            write_new(dfd, tmp, state, fsync=self._fsync)
-            os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
-            if self._fsync:
-                os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        with self._leases.fenced(skey, session_id):
+            dfd = self._session_dir(skey, session_id, create=True)
+            try:
+                tmp = f".tmp-{uuid.uuid4().hex}"
+                write_new(dfd, tmp, state, fsync=self._fsync)
+                os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
+                if self._fsync:
+                    os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    async def acquire_lease(
+        self, session_id: str, *, ttl: float = 30.0, wait: float = 0.0, owner: str | None = None
+    ) -> Lease:
+        """Take the session's lease (an ``flock`` on ``leases/<session>``; see
+        ``_local_leases``), waiting up to ``wait`` seconds, then ``SessionLeasedError``
+        naming the holder. Released when done, or by the OS when the holder dies."""
+        self._require_init()
+        return await acquire_lease(self._leases, session_id, ttl=ttl, wait=wait, owner=owner)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -406,37 +419,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(sfd)
         candidates = {x for x in refs.decode("ascii", "replace").split("\n") if x}
         if candidates:
-            self._collect(candidates)
-
-    def _collect(self, candidates: set[str]) -> None:
-        """Delete the data files in ``candidates`` no remaining session references."""
-        ddfd = open_dir(self._dir, "data")
-        try:
-            with flocked(ddfd, fcntl.LOCK_EX):
-                sfd = open_dir(self._dir, "sessions")
-                try:
-                    keys = [
-                        e.name
-                        for e in os.scandir(sfd)
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-                    ]
-                finally:
-                    os.close(sfd)
-                for key in keys:
-                    try:
-                        raw = read_file(self._dir, ("sessions", key), _REFS)
-                    except (UnsafePathError, FileNotFoundError):
-                        continue
-                    if raw:
-                        candidates -= set(raw.decode("ascii", "replace").split("\n"))
-                for name in candidates:
-                    try:
-                        parse_ref(f"data/{name}")
-                        os.unlink(name, dir_fd=ddfd)
-                    except (UnsafePathError, FileNotFoundError):
-                        pass
-        finally:
-            os.close(ddfd)
+            collect_data(self._dir, candidates, _REFS)
 
     # -- search ----------------------------------------------------------------------------
 

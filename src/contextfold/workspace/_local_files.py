@@ -4,7 +4,7 @@ Every path is opened component by component with ``O_NOFOLLOW``, so a symlink or
 file planted under the root raises ``UnsafePathError``; every file created is ``0600`` and
 every directory ``0700`` (set with ``fchmod``, so the umask does not matter). Also the
 writing primitives of ``LocalWorkspace``: whole writes, new files, a torn last line cut,
-``flock`` on a lock file.
+``flock`` on a lock file, the collection of unreferenced data files.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
+from ._names import parse_ref
 
 __all__ = [
     "APPEND",
@@ -25,6 +26,7 @@ __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "READ",
+    "collect_data",
     "flocked",
     "hold_root",
     "make_dir",
@@ -235,3 +237,35 @@ def flocked(dir_fd: int, op: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def collect_data(root: int, candidates: set[str], refs: str) -> None:
+    """Delete the files of ``data/`` in ``candidates`` that no session's ``refs`` file
+    names any more (under the data directory's exclusive lock; writers take it shared)."""
+    ddfd = open_dir(root, "data")
+    try:
+        with flocked(ddfd, fcntl.LOCK_EX):
+            sfd = open_dir(root, "sessions")
+            try:
+                keys = [
+                    e.name
+                    for e in os.scandir(sfd)
+                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                ]
+            finally:
+                os.close(sfd)
+            for key in keys:
+                try:
+                    raw = read_file(root, ("sessions", key), refs)
+                except (UnsafePathError, FileNotFoundError):
+                    continue
+                if raw:
+                    candidates -= set(raw.decode("ascii", "replace").split("\n"))
+            for name in candidates:
+                try:
+                    parse_ref(f"data/{name}")
+                    os.unlink(name, dir_fd=ddfd)
+                except (UnsafePathError, FileNotFoundError):
+                    pass
+    finally:
+        os.close(ddfd)
