@@ -241,3 +241,19 @@ async def test_a_holder_in_another_process_refuses_then_its_sigkill_frees_the_le
             proc.kill()
             proc.wait()
         await ws.close()
+
+
+async def test_local_a_state_write_in_progress_delays_a_grant_but_does_not_refuse_it(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    ws = _open("local", tmp_path)
+    await ws.initialize()
+    await ws.save_state("s1", "{}")  # creates leases/s1
+    fd = os.open(tmp_path / "ws" / "leases" / "s1", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # what a non-holder's save_state holds meanwhile
+    asyncio.get_running_loop().call_later(0.2, os.close, fd)
+    lease = await _leasing(ws).acquire_lease("s1")  # wait=0: still granted
+    await lease.release()
+    await ws.close()

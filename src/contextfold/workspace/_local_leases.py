@@ -28,6 +28,8 @@ __all__ = ["LocalLeases"]
 
 _DIR = "leases"
 _OPEN = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_SAVE_WAITS = 400
+"""Tries (5 ms apart) to outwait state writes holding a lease file shared."""
 _RECORD = 512
 """Bytes of a record, padded: each rewrite is one write of one length, inside one disk
 sector, so a crash never leaves half of one record over the other."""
@@ -86,9 +88,7 @@ class LocalLeases:
     def _try(self, skey: str, owner: str, ttl: float) -> int | LeaseHolder:
         while True:
             fd = self._open(skey)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _lock(fd):
                 holder = _record(fd)[1]
                 os.close(fd)
                 return holder
@@ -140,7 +140,7 @@ class LocalLeases:
 
         This instance's own lease is checked to still be the lease file; otherwise a
         shared lock is held during the write, so no lease is granted meanwhile (an
-        ``acquire_lease`` at that moment is refused as if the session were held).
+        ``acquire_lease`` at that moment waits for the write, up to 2 s).
         """
         with self._lock:
             held = self._held.get(skey)
@@ -160,6 +160,24 @@ class LocalLeases:
             yield
         finally:
             os.close(fd)
+
+
+def _lock(fd: int) -> bool:
+    """Take the lease file's exclusive lock; False if a holder has it. A state write
+    by a non-holder holds it shared for a moment (see ``fenced``): wait that out."""
+    for _ in range(_SAVE_WAITS):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # exclusive: a lease holder
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        time.sleep(0.005)
+    return False
 
 
 def _record(fd: int) -> tuple[int, LeaseHolder]:
