@@ -14,6 +14,7 @@ import shutil
 import stat
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 from .._exceptions import UnsafePathError, WorkspaceError
@@ -127,6 +128,9 @@ class LocalWorkspace(SearchableWorkspace):
         if self._root_fd is None:
             make_parents(self._given)
             self._root_fd, self._root = hold_root(self._given)
+            # Held for the object's life, not closed by close(): a call still in flight
+            # must never open a path relative to a descriptor number reused meanwhile.
+            weakref.finalize(self, os.close, self._root_fd)
         for sub in ("sessions", "data", "skills"):
             os.close(open_dir(self._dir, sub, create=True))
         if self._index is None:
@@ -142,18 +146,15 @@ class LocalWorkspace(SearchableWorkspace):
     @property
     def _dir(self) -> int:
         if self._root_fd is None:
-            raise WorkspaceError("LocalWorkspace is closed; call `await initialize()`")
+            raise WorkspaceError("LocalWorkspace is not initialized; call `await initialize()`")
         return self._root_fd
 
     async def close(self) -> None:
-        """Close the search index and let the workdir go."""
+        """Close the search index."""
         index, self._index = self._index, None
         self._initialized = False
         if index is not None:
             await asyncio.to_thread(index.close)
-        fd, self._root_fd = self._root_fd, None
-        if fd is not None:
-            os.close(fd)
 
     # -- path handling ---------------------------------------------------------------------
 
