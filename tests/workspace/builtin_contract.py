@@ -99,6 +99,22 @@ class BuiltinWorkspaceTests:
         with pytest.raises(ValueError, match="repeats too much"):
             await workspace.grep("((a{1000}){1000}){1000}")
 
+    async def test_surrogate_session_ids_round_trip(self, workspace: BaseWorkspace) -> None:
+        # Lone surrogates (from os.fsdecode, or JSON's "\\udc80") are accepted by every
+        # built-in backend alike: stored reversibly, listed and read back as given.
+        ids = ["\udc80", "a\ud800b", "\udcff/..", "x" * 150 + "\udc80"]
+        for sid in ids:
+            await workspace.offload_context(sid, [Msg("user", f"in {len(sid)}", "user")])
+            await workspace.offload_tool_result(
+                sid, ToolResultBlock(id="\udc81", name="t", output="r")
+            )
+            await workspace.save_state(sid, f'{{"n": {len(sid)}}}')
+        assert set(ids) <= set(await workspace.list_sessions())
+        for sid in ids:
+            assert await workspace.load_state(sid) == f'{{"n": {len(sid)}}}'
+            assert [m.text for m in await workspace.load_context(sid)] == [f"in {len(sid)}"]
+            assert {i.session_id for i in await workspace.list_items(sid)} == {sid}
+
     # -- the wording of errors (the read-back tools show it to the model) -------------------
 
     async def test_unknown_reference_says_no_such_item(self, workspace: BaseWorkspace) -> None:

@@ -265,10 +265,11 @@ class Agent:
     ) -> AsyncIterator[bool]:
         """Run ``session_id`` (default: the current one) here, saving it after every step.
 
-        When ``store`` (default: the offloader) grants leases (``PostgresWorkspace``), the
-        session's lease is taken first, so a second worker gets ``SessionLeasedError``
-        (after waiting up to ``wait`` seconds); a worker that dies stops renewing it, and
-        after ``lease_ttl`` seconds another may take over. Then the saved state is loaded
+        When ``store`` (default: the offloader) grants leases (``PostgresWorkspace``,
+        ``SQLiteWorkspace``, ``LocalWorkspace``), the session's lease is taken first, so a
+        second worker gets ``SessionLeasedError`` (after waiting up to ``wait`` seconds);
+        a worker that dies stops renewing it, and after ``lease_ttl`` seconds (on
+        ``LocalWorkspace``, at once) another may take over. Then the saved state is loaded
         (the context manager yields whether there was one) and, until exit, saved after
         the incoming messages, after every stored set of tool results and after the
         answer: a tool whose result was saved is never run again by a worker that resumes.

@@ -19,7 +19,7 @@ from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader, 
 from ._s3 import S3Workspace
 from ._search import SearchableWorkspace
 from ._sqlite import SQLiteWorkspace
-from ._types import GrepMatch, ItemInfo, ItemKind, SearchHit
+from ._types import GrepMatch, ItemInfo, ItemKind, SearchHit, SkippedEntry
 
 __all__ = [
     "BaseWorkspace",
@@ -40,6 +40,7 @@ __all__ = [
     "SearchableWorkspace",
     "SessionLease",
     "SessionStore",
+    "SkippedEntry",
     "WorkspaceReader",
     "WorkspaceSearch",
     "decode_key",

@@ -1,7 +1,9 @@
 """Session leases: at most one worker runs a session at a time.
 
-A lease is granted by the store (``PostgresWorkspace``: a row per session with an expiry,
-in server time), renewed in the background while held, and released when done. A worker
+A lease is granted by the store (``PostgresWorkspace`` and ``SQLiteWorkspace``: a row per
+session with an expiry, in the database's time; ``LocalWorkspace``: an ``flock`` on a file
+per session, which the OS drops when the holder dies), renewed in the background while
+held, and released when done. A worker
 that dies stops renewing, so its lease expires after ``ttl`` seconds and another worker
 may take the session over. Each grant carries a fencing token that grows with every
 grant; the store refuses a state write from anyone but the current holder, so a worker
@@ -23,12 +25,21 @@ from typing import Protocol, runtime_checkable
 from .._exceptions import LeaseLostError, SessionLeasedError
 from .._logging import logger
 
-__all__ = ["Lease", "LeaseBackend", "LeaseHolder", "SessionLease", "acquire_lease", "worker_name"]
+__all__ = [
+    "Lease",
+    "LeaseBackend",
+    "LeaseHolder",
+    "SessionLease",
+    "acquire_lease",
+    "check_fence",
+    "worker_name",
+]
 
 
 @runtime_checkable
 class SessionLease(Protocol):
-    """A store that grants per-session leases (implemented by ``PostgresWorkspace``)."""
+    """A store that grants per-session leases (``PostgresWorkspace``, ``SQLiteWorkspace``
+    and ``LocalWorkspace``)."""
 
     async def acquire_lease(
         self, session_id: str, *, ttl: float = 30.0, wait: float = 0.0, owner: str | None = None
@@ -172,3 +183,33 @@ async def acquire_lease(
                 "retry later, or pass wait=<seconds> to wait for it"
             )
         await asyncio.sleep(min(left, max(0.05, ttl / 10)))
+
+
+def check_fence(
+    session_id: str,
+    row: tuple[int, LeaseHolder, bool] | None,
+    *,
+    held: int | None,
+    was_lost: bool,
+) -> None:
+    """Refuse a state write from anyone but the session's lease holder, if it has one.
+
+    ``row``: the session's lease as stored (token, holder, whether it is live), ``None``
+    if it was never leased; ``held``: the token this instance was granted, if any;
+    ``was_lost``: this instance held the lease until a renewal found it taken over.
+    """
+    if row is None or row[0] == held:
+        return
+    _, holder, live = row
+    if held is not None or was_lost:
+        raise LeaseLostError(
+            f"this worker's lease on session {session_id!r} was lost: it expired and "
+            f"{holder.owner} took the session over; stop running it here (its state "
+            "would overwrite the new worker's)"
+        )
+    if live:
+        raise SessionLeasedError(
+            f"session {session_id!r} is leased by another worker ({holder.owner}) until "
+            f"{holder.expires_at:%Y-%m-%d %H:%M:%S} UTC; only the lease holder may save "
+            "its state"
+        )

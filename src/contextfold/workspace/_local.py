@@ -14,16 +14,22 @@ import shutil
 import stat
 import time
 import uuid
+import weakref
 from pathlib import Path
 
-from .._exceptions import UnsafePathError
+from .._exceptions import UnsafePathError, WorkspaceError
+from .._logging import logger
 from ._grep import Deadline, off_loop
+from ._lease import Lease, acquire_lease
 from ._local_files import (
     APPEND,
     DIR_MODE,
     DIRECTORY,
+    collect_data,
     flocked,
+    hold_root,
     make_dir,
+    make_parents,
     make_private,
     open_dir,
     open_file,
@@ -34,9 +40,11 @@ from ._local_files import (
     write_all,
     write_new,
 )
+from ._local_leases import LocalLeases
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
 from ._search import RawHit, SearchableWorkspace
 from ._side_index import INDEX_FILE, SideIndex
+from ._types import SkippedEntry
 
 __all__ = ["LocalWorkspace"]
 
@@ -54,6 +62,7 @@ class LocalWorkspace(SearchableWorkspace):
         {workdir}/data/{sha256}.{ext}                       images and audio, deduplicated
         {workdir}/skills/                                   the agent's skill directory
         {workdir}/search.sqlite3                            the search index (FTS5)
+        {workdir}/leases/{session}                          the session's lease (flock)
 
     ``{session}`` and ``{id}`` are encoded ids (see ``contextfold.workspace._names``), so no
     id can name a path outside ``workdir``; every path is opened component by component
@@ -79,14 +88,26 @@ class LocalWorkspace(SearchableWorkspace):
 
     Private by default: every file the workspace creates is ``0600`` and every directory
     ``0700`` (set with ``fchmod``, so the umask does not matter), since tool output often
-    holds tokens, keys and customer data. A ``workdir`` that already exists keeps its mode.
+    holds tokens, keys and customer data; so are the parents of ``workdir`` it creates. A
+    directory that already exists keeps its mode.
+
+    ``initialize()`` opens ``workdir`` once and every path is opened relative to that
+    descriptor: a workdir swapped for a symlink later receives nothing; the index and its
+    ``-wal``/``-shm`` must be regular files in it (else ``UnsafePathError``). Skipped,
+    logged and listed in :attr:`skipped`: a session folder whose name or ``.session_id``
+    does not decode, a corrupt index (moved to ``search.sqlite3.corrupt-<time>``, rebuilt).
+    A ``SessionLease`` (:meth:`acquire_lease`); ``save_state`` is fenced like PostgreSQL's.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self._given = os.path.abspath(workdir)
         self._root = ""
+        self._root_fd: int | None = None
+        """The workdir, opened once: every path is opened relative to it."""
         self._fsync = fsync
         self._index: SideIndex | None = None
+        self._skipped: dict[str, SkippedEntry] = {}
+        self._leases = LocalLeases(lambda: self._dir)
 
     @property
     def workdir(self) -> Path:
@@ -104,16 +125,29 @@ class LocalWorkspace(SearchableWorkspace):
         self._initialized = True
 
     def _init_sync(self) -> None:
-        if not os.path.isdir(self._given):
-            os.makedirs(self._given, DIR_MODE, exist_ok=True)
-            os.chmod(self._given, DIR_MODE)  # makedirs' mode is filtered by the umask
-        self._root = os.path.realpath(self._given)
+        if self._root_fd is None:
+            make_parents(self._given)
+            self._root_fd, self._root = hold_root(self._given)
+            # Held for the object's life, not closed by close(): a call still in flight
+            # must never open a path relative to a descriptor number reused meanwhile.
+            weakref.finalize(self, os.close, self._root_fd)
         for sub in ("sessions", "data", "skills"):
-            os.close(open_dir(self._root, sub, create=True))
+            os.close(open_dir(self._dir, sub, create=True))
         if self._index is None:
-            self._index = SideIndex(os.path.join(self._root, INDEX_FILE))
-            self._index.open()
+            index = SideIndex(os.path.join(self._root, INDEX_FILE), dir_fd=self._dir)
+            index.open()
+            self._index = index
+            if index.moved_aside is not None:
+                aside, error = index.moved_aside
+                reason = f"corrupt ({error}); moved to {aside} and rebuilt"
+                self._skip(INDEX_FILE, reason, log=False)  # the index logged it
         self._catch_up()
+
+    @property
+    def _dir(self) -> int:
+        if self._root_fd is None:
+            raise WorkspaceError("LocalWorkspace is not initialized; call `await initialize()`")
+        return self._root_fd
 
     async def close(self) -> None:
         """Close the search index."""
@@ -136,7 +170,7 @@ class LocalWorkspace(SearchableWorkspace):
         return parse_ref(ref)
 
     def _session_dir(self, skey: str, session_id: str, *, create: bool) -> int:
-        sfd = open_dir(self._root, "sessions")
+        sfd = open_dir(self._dir, "sessions")
         try:
             created = create and make_dir(skey, sfd)
             try:
@@ -205,7 +239,7 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._put_data_sync, skey, session_id, name, payload)
 
     def _put_data_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
-        ddfd = open_dir(self._root, "data")
+        ddfd = open_dir(self._dir, "data")
         try:
             with flocked(ddfd, fcntl.LOCK_SH):  # purge collects data under LOCK_EX
                 self._append_sync(skey, session_id, _REFS, f"{name}\n".encode())
@@ -227,15 +261,25 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._save_state_sync, skey, session_id, state)
 
     def _save_state_sync(self, skey: str, session_id: str, state: bytes) -> None:
-        dfd = self._session_dir(skey, session_id, create=True)
-        try:
-            tmp = f".tmp-{uuid.uuid4().hex}"
-            write_new(dfd, tmp, state, fsync=self._fsync)
-            os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
-            if self._fsync:
-                os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        with self._leases.fenced(skey, session_id):
+            dfd = self._session_dir(skey, session_id, create=True)
+            try:
+                tmp = f".tmp-{uuid.uuid4().hex}"
+                write_new(dfd, tmp, state, fsync=self._fsync)
+                os.replace(tmp, _STATE, src_dir_fd=dfd, dst_dir_fd=dfd)
+                if self._fsync:
+                    os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    async def acquire_lease(
+        self, session_id: str, *, ttl: float = 30.0, wait: float = 0.0, owner: str | None = None
+    ) -> Lease:
+        """Take the session's lease (an ``flock`` on ``leases/<session>``; see
+        ``_local_leases``), waiting up to ``wait`` seconds, then ``SessionLeasedError``
+        naming the holder. Released when done, or by the OS when the holder dies."""
+        self._require_init()
+        return await acquire_lease(self._leases, session_id, ttl=ttl, wait=wait, owner=owner)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -244,16 +288,16 @@ class LocalWorkspace(SearchableWorkspace):
 
     def _get_sync(self, item: ItemPath) -> bytes | None:
         parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
-        return read_file(self._root, parts, item.name)
+        return read_file(self._dir, parts, item.name)
 
     async def _load_state(self, skey: str) -> bytes | None:
-        return await asyncio.to_thread(read_file, self._root, ("sessions", skey), _STATE)
+        return await asyncio.to_thread(read_file, self._dir, ("sessions", skey), _STATE)
 
     async def _sessions(self) -> list[str]:
         return await asyncio.to_thread(self._sessions_sync)
 
     def _sessions_sync(self) -> list[str]:
-        sfd = open_dir(self._root, "sessions")
+        sfd = open_dir(self._dir, "sessions")
         try:
             keys = [
                 e.name
@@ -262,24 +306,47 @@ class LocalWorkspace(SearchableWorkspace):
             ]
         finally:
             os.close(sfd)
-        return [self._session_id(k) for k in keys]
+        return [sid for sid in map(self._listed_id, keys) if sid is not None]
 
     def _session_id(self, skey: str) -> str:
         if is_capped(skey):
             try:
-                raw = read_file(self._root, ("sessions", skey), _ID_FILE)
+                raw = read_file(self._dir, ("sessions", skey), _ID_FILE)
             except (UnsafePathError, OSError):
                 raw = None
             if raw:
                 return raw.decode("utf-8", "surrogatepass")
         return decode_key(skey)
 
+    def _listed_id(self, skey: str) -> str | None:
+        """The session id of folder ``skey``; ``None`` (the folder skipped, and reported
+        in :attr:`skipped`) when its name or ``.session_id`` does not decode: no id
+        encodes to it, so it was not written by a workspace."""
+        try:
+            return self._session_id(skey)
+        except UnicodeDecodeError as exc:
+            where = f"sessions/{skey}"
+            what = f"its {_ID_FILE}" if is_capped(skey) else "its name"
+            self._skip(where, f"{what} does not decode as UTF-8 ({exc.reason}); not a session")
+            return None
+
+    def _skip(self, path: str, reason: str, *, log: bool = True) -> None:
+        if log and path not in self._skipped:
+            logger.warning("workspace %s: skipping %s: %s", self._root, path, reason)
+        self._skipped[path] = SkippedEntry(path, reason)
+
+    @property
+    def skipped(self) -> tuple[SkippedEntry, ...]:
+        """What this workspace passed over rather than fail on, by path: session folders
+        that do not decode, a corrupt search index moved aside and rebuilt."""
+        return tuple(self._skipped[p] for p in sorted(self._skipped))
+
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         return await asyncio.to_thread(self._items_sync, skey)
 
     def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         if skey is None:
-            sfd = open_dir(self._root, "sessions")
+            sfd = open_dir(self._dir, "sessions")
             try:
                 keys = [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
             finally:
@@ -291,16 +358,18 @@ class LocalWorkspace(SearchableWorkspace):
         for key in keys:
             if key.startswith("."):
                 continue
+            sid = self._listed_id(key)
+            if sid is None:
+                continue
             try:
-                dfd = open_dir(self._root, "sessions", key)
+                dfd = open_dir(self._dir, "sessions", key)
             except FileNotFoundError:
                 continue
             try:
                 entries = stat_entries(dfd)
-                refs = read_file(self._root, ("sessions", key), _REFS) if skey is not None else None
+                refs = read_file(self._dir, ("sessions", key), _REFS) if skey is not None else None
             finally:
                 os.close(dfd)
-            sid = self._session_id(key)
             for name, st in entries:
                 if not stat.S_ISREG(st.st_mode):
                     continue
@@ -311,7 +380,7 @@ class LocalWorkspace(SearchableWorkspace):
                 out.append((item, st.st_size, sid))
             if refs:
                 data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
-        ddfd = open_dir(self._root, "data")
+        ddfd = open_dir(self._dir, "data")
         try:
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
@@ -322,7 +391,7 @@ class LocalWorkspace(SearchableWorkspace):
                 except (UnsafePathError, FileNotFoundError):
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    out.append((item, st.st_size, None if skey is None else self._session_id(skey)))
+                    out.append((item, st.st_size, None if skey is None else self._listed_id(skey)))
         finally:
             os.close(ddfd)
         return out
@@ -333,7 +402,7 @@ class LocalWorkspace(SearchableWorkspace):
         await asyncio.to_thread(self._purge_sync, skey)
 
     def _purge_sync(self, skey: str) -> None:
-        sfd = open_dir(self._root, "sessions")
+        sfd = open_dir(self._dir, "sessions")
         try:
             try:
                 st = os.stat(skey, dir_fd=sfd, follow_symlinks=False)
@@ -345,43 +414,13 @@ class LocalWorkspace(SearchableWorkspace):
                 self._index.drop_session(skey)  # before the files go
             doomed = f".purge-{uuid.uuid4().hex}"
             os.rename(skey, doomed, src_dir_fd=sfd, dst_dir_fd=sfd)
-            refs = read_file(self._root, ("sessions", doomed), _REFS) or b""
+            refs = read_file(self._dir, ("sessions", doomed), _REFS) or b""
             shutil.rmtree(doomed, dir_fd=sfd)
         finally:
             os.close(sfd)
         candidates = {x for x in refs.decode("ascii", "replace").split("\n") if x}
         if candidates:
-            self._collect(candidates)
-
-    def _collect(self, candidates: set[str]) -> None:
-        """Delete the data files in ``candidates`` no remaining session references."""
-        ddfd = open_dir(self._root, "data")
-        try:
-            with flocked(ddfd, fcntl.LOCK_EX):
-                sfd = open_dir(self._root, "sessions")
-                try:
-                    keys = [
-                        e.name
-                        for e in os.scandir(sfd)
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-                    ]
-                finally:
-                    os.close(sfd)
-                for key in keys:
-                    try:
-                        raw = read_file(self._root, ("sessions", key), _REFS)
-                    except (UnsafePathError, FileNotFoundError):
-                        continue
-                    if raw:
-                        candidates -= set(raw.decode("ascii", "replace").split("\n"))
-                for name in candidates:
-                    try:
-                        parse_ref(f"data/{name}")
-                        os.unlink(name, dir_fd=ddfd)
-                    except (UnsafePathError, FileNotFoundError):
-                        pass
-        finally:
-            os.close(ddfd)
+            collect_data(self._dir, candidates, _REFS)
 
     # -- search ----------------------------------------------------------------------------
 
@@ -399,7 +438,7 @@ class LocalWorkspace(SearchableWorkspace):
             if name == CONTEXT_FILE:
                 self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, b"")
             else:
-                body = read_file(self._root, ("sessions", skey), name)
+                body = read_file(self._dir, ("sessions", skey), name)
                 if body is not None:
                     index.tool_stored(skey, name, body)
         for skey in {k for k, n in indexed if (k, n) not in present}:
@@ -430,7 +469,7 @@ class LocalWorkspace(SearchableWorkspace):
         kept = []
         for hit in hits:  # never claim an item that is gone (removed behind our back)
             try:
-                dfd = open_dir(self._root, "sessions", hit.skey)
+                dfd = open_dir(self._dir, "sessions", hit.skey)
             except (FileNotFoundError, UnsafePathError):
                 continue
             try:
@@ -439,6 +478,7 @@ class LocalWorkspace(SearchableWorkspace):
                 continue
             finally:
                 os.close(dfd)
-            if stat.S_ISREG(st.st_mode):
-                kept.append(dataclasses.replace(hit, session_id=self._session_id(hit.skey)))
+            sid = self._listed_id(hit.skey)
+            if stat.S_ISREG(st.st_mode) and sid is not None:
+                kept.append(dataclasses.replace(hit, session_id=sid))
         return kept

@@ -4,7 +4,7 @@ Every path is opened component by component with ``O_NOFOLLOW``, so a symlink or
 file planted under the root raises ``UnsafePathError``; every file created is ``0600`` and
 every directory ``0700`` (set with ``fchmod``, so the umask does not matter). Also the
 writing primitives of ``LocalWorkspace``: whole writes, new files, a torn last line cut,
-``flock`` on a lock file.
+``flock`` on a lock file, the collection of unreferenced data files.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
+from ._names import parse_ref
 
 __all__ = [
     "APPEND",
@@ -25,14 +26,18 @@ __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "READ",
+    "collect_data",
     "flocked",
+    "hold_root",
     "make_dir",
+    "make_parents",
     "make_private",
     "open_dir",
     "open_file",
     "raise_unsafe",
     "read_file",
     "repair_tail",
+    "same_file",
     "stat_entries",
     "write_all",
     "write_new",
@@ -48,9 +53,57 @@ FILE_MODE = 0o600  # tool output holds tokens and customer data: owner only
 DIR_MODE = 0o700
 
 
-def open_dir(root: str, *parts: str, create: bool = False) -> int:
-    """An fd of ``root/parts...``, each component opened without following symlinks."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def make_parents(path: str) -> None:
+    """Create ``path`` and its missing parents, each ``0700`` whatever the umask (those
+    that exist keep their mode); ``os.makedirs`` gives new parents ``0777 & ~umask``."""
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.isdir(head):
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    for new in reversed(missing):
+        try:
+            os.mkdir(new, DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: theirs, keeps its mode
+        fd = os.open(new, DIRECTORY)
+        try:
+            make_private(fd, DIR_MODE)
+        finally:
+            os.close(fd)
+
+
+def hold_root(path: str) -> tuple[int, str]:
+    """An fd of the directory ``path`` and its resolved path, checked to be one directory.
+
+    The workspace opens everything relative to this fd from then on, so a workdir renamed
+    or replaced by a symlink afterwards receives nothing.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        real = os.path.realpath(path)
+        if not same_file(os.fstat(fd), os.stat(real)):
+            raise UnsafePathError(f"the workspace directory {path!r} changed while it was opened")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real
+
+
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def open_dir(root: str | int, *parts: str, create: bool = False) -> int:
+    """An fd of ``root/parts...``, each component opened without following symlinks;
+    ``root`` a path, or the fd of a held root directory."""
+    if isinstance(root, int):
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root)
+    else:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts:
             created = create and make_dir(part, fd)
@@ -85,7 +138,7 @@ def open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
     return fd
 
 
-def read_file(root: str, parts: tuple[str, ...], name: str) -> bytes | None:
+def read_file(root: str | int, parts: tuple[str, ...], name: str) -> bytes | None:
     """The bytes of ``root/parts.../name``, ``None`` if it does not exist."""
     try:
         dfd = open_dir(root, *parts)
@@ -184,3 +237,35 @@ def flocked(dir_fd: int, op: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def collect_data(root: int, candidates: set[str], refs: str) -> None:
+    """Delete the files of ``data/`` in ``candidates`` that no session's ``refs`` file
+    names any more (under the data directory's exclusive lock; writers take it shared)."""
+    ddfd = open_dir(root, "data")
+    try:
+        with flocked(ddfd, fcntl.LOCK_EX):
+            sfd = open_dir(root, "sessions")
+            try:
+                keys = [
+                    e.name
+                    for e in os.scandir(sfd)
+                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                ]
+            finally:
+                os.close(sfd)
+            for key in keys:
+                try:
+                    raw = read_file(root, ("sessions", key), refs)
+                except (UnsafePathError, FileNotFoundError):
+                    continue
+                if raw:
+                    candidates -= set(raw.decode("ascii", "replace").split("\n"))
+            for name in candidates:
+                try:
+                    parse_ref(f"data/{name}")
+                    os.unlink(name, dir_fd=ddfd)
+                except (UnsafePathError, FileNotFoundError):
+                    pass
+    finally:
+        os.close(ddfd)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._exceptions import LeaseLostError, SessionLeasedError
-from ._lease import LeaseHolder
+from ._lease import LeaseHolder, check_fence
 from ._names import encode_key
 from ._postgres_tables import Tables
 
@@ -84,18 +83,10 @@ class PostgresLeases:
             f"FROM {self._tables.p}leases WHERE skey = $1 FOR SHARE",
             skey,
         )
-        held = self._held.get(skey)
-        if row is None or row["token"] == held:
-            return
-        if held is not None or skey in self._lost:
-            raise LeaseLostError(
-                f"this worker's lease on session {session_id!r} was lost: it expired and "
-                f"{row['owner']} took the session over; stop running it here (its state "
-                "would overwrite the new worker's)"
-            )
-        if row["live"]:
-            raise SessionLeasedError(
-                f"session {session_id!r} is leased by another worker ({row['owner']}) until "
-                f"{row['expires_at']:%Y-%m-%d %H:%M:%S} UTC; only the lease holder may save "
-                "its state"
-            )
+        holder = None if row is None else LeaseHolder(row["owner"], row["expires_at"])
+        check_fence(
+            session_id,
+            None if holder is None else (int(row["token"]), holder, bool(row["live"])),
+            held=self._held.get(skey),
+            was_lost=skey in self._lost,
+        )

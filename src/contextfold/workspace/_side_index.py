@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
 
+from .._exceptions import UnsafePathError
 from .._logging import logger
 from . import _fts
 from ._names import CONTEXT_FILE
@@ -26,35 +28,146 @@ from ._search import RawHit, context_docs, tool_doc
 __all__ = ["INDEX_FILE", "SideIndex"]
 
 INDEX_FILE = "search.sqlite3"
+_FILES = ("", "-wal", "-shm", "-journal")
+"""The database file and SQLite's companions, by suffix."""
 
 
 class SideIndex:
-    """The index beside one workspace directory; the writer is shared by threads."""
+    """The index beside one workspace directory; the writer is shared by threads.
 
-    def __init__(self, path: str) -> None:
+    Given ``dir_fd`` (the held workspace directory, which ``path`` names), the index and
+    its ``-wal``, ``-shm`` and ``-journal`` files are checked, before and after SQLite
+    opens them by path, to be regular files in that directory: a symlink planted there,
+    or a workspace directory moved or replaced since it was opened, raises
+    ``UnsafePathError`` instead of writing the index (which holds offloaded text)
+    elsewhere. An index that is not a database, or whose image is malformed, is moved
+    aside (``<name>.corrupt-<UTC time>``) and built again: it only holds what the store
+    holds (:attr:`moved_aside` says where it went).
+    """
+
+    def __init__(self, path: str, *, dir_fd: int | None = None) -> None:
         self.path = path
+        self._dir_fd = dir_fd
+        self._name = os.path.basename(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self.moved_aside: tuple[str, str] | None = None
+        """``(new name, SQLite's error)`` when :meth:`open` found the index corrupt."""
 
     def open(self) -> None:
-        _fts.create_private(self.path)
+        try:
+            conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # locked, unable to open, full disk: not the file's content
+            aside = self._move_aside()
+            logger.warning(
+                "search index %s is corrupt (%s): moved to %s, building it again",
+                self.path,
+                exc,
+                aside,
+            )
+            self.moved_aside = (aside, str(exc))
+            conn = self._connect()
+        self._conn = conn
+
+    def _connect(self) -> sqlite3.Connection:
+        self._create()
+        self._confined()
         conn = sqlite3.connect(
             self.path, timeout=60.0, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode = WAL")
-        # NORMAL, even when the files are fsynced: a power loss may lose the last index
-        # transactions, never half of one, and the catch-up indexes them again from the
-        # files; no second fsync per offload.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            _fts.install(conn)
+            conn.execute("PRAGMA journal_mode = WAL")
+            # NORMAL, even when the files are fsynced: a power loss may lose the last
+            # index transactions, never half of one, and the catch-up indexes them again
+            # from the files; no second fsync per offload.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _fts.install(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            self._confined()  # the files SQLite opened are still the ones checked
         except BaseException:
-            conn.execute("ROLLBACK")
             conn.close()
             raise
-        conn.execute("COMMIT")
-        self._conn = conn
+        return conn
+
+    def _create(self) -> None:
+        if self._dir_fd is None:
+            _fts.create_private(self.path)
+            return
+        try:
+            fd = os.open(
+                self._name,
+                os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=self._dir_fd,
+            )
+        except FileExistsError:
+            return
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+    def _confined(self) -> None:
+        """``UnsafePathError`` unless the index's files are regular files in the held
+        directory, and the path SQLite opens names those same files."""
+        if self._dir_fd is None:
+            return
+        for suffix in _FILES:
+            name = self._name + suffix
+            try:
+                held = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(held.st_mode):
+                raise UnsafePathError(
+                    f"{name} in the workspace is a symlink or special file; refusing to "
+                    "open the search index through it"
+                )
+            try:
+                by_path = os.stat(self.path + suffix)
+            except FileNotFoundError:
+                by_path = None
+            if by_path is None or (by_path.st_dev, by_path.st_ino) != (
+                held.st_dev,
+                held.st_ino,
+            ):
+                raise UnsafePathError(
+                    f"{self.path + suffix} is not the {name} of the workspace directory "
+                    "opened at start-up (moved or replaced since); refusing to use it"
+                )
+
+    def _move_aside(self) -> str:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = f"{self._name}.corrupt-{stamp}"
+        folder = os.path.dirname(self.path)
+        n = 1
+        while os.path.lexists(os.path.join(folder, aside)):  # corrupt twice in a second
+            n += 1
+            aside = f"{self._name}.corrupt-{stamp}-{n}"
+        for suffix in _FILES:
+            try:
+                if self._dir_fd is None:
+                    os.rename(
+                        os.path.join(folder, self._name + suffix),
+                        os.path.join(folder, aside + suffix),
+                    )
+                else:
+                    os.rename(
+                        self._name + suffix,
+                        aside + suffix,
+                        src_dir_fd=self._dir_fd,
+                        dst_dir_fd=self._dir_fd,
+                    )
+            except FileNotFoundError:
+                continue
+        return aside
 
     def close(self) -> None:
         with self._lock:
@@ -140,6 +253,7 @@ class SideIndex:
     def query(
         self, terms: list[str], skey: str | None, limit: int, deadline: float
     ) -> list[RawHit]:
+        self._confined()  # a reader opens the index by path, so check the path first
         conn = _fts.reader(self.path, busy=max(0.0, deadline - time.monotonic()))
         return _fts.fts_query(conn, terms, skey, limit, deadline)
 

@@ -14,8 +14,10 @@ from typing import TypeVar
 from .._exceptions import WorkspaceError
 from . import _fts
 from ._grep import Deadline, off_loop
-from ._names import CONTEXT_FILE, ItemPath, is_capped, tool_file
+from ._lease import Lease, LeaseHolder, acquire_lease
+from ._names import CONTEXT_FILE, ItemPath, encode_key, is_capped, tool_file
 from ._search import RawHit, SearchableWorkspace, context_docs, tool_doc
+from ._sqlite_leases import LEASES_SCHEMA, SQLiteLeases
 
 __all__ = ["SQLiteWorkspace"]
 
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS session_data (
 CREATE INDEX IF NOT EXISTS session_data_by_name ON session_data (name);
 CREATE TABLE IF NOT EXISTS states (skey TEXT PRIMARY KEY, body BLOB NOT NULL);
 """
+_SCHEMA += LEASES_SCHEMA
 
 
 class SQLiteWorkspace(SearchableWorkspace):
@@ -53,6 +56,12 @@ class SQLiteWorkspace(SearchableWorkspace):
     content they index, so the index never claims what the store lacks; ``initialize()``
     indexes whatever an older database holds unindexed. Searches read on a connection of
     their own (WAL readers do not block the writer).
+
+    A ``SessionLease``: :meth:`acquire_lease` grants one worker a session at a time (a row
+    of ``leases``, claimed in ``BEGIN IMMEDIATE``, with an expiry and a fencing token,
+    renewed in the background), and ``save_state`` refuses to replace the state of a
+    session another worker leases (``SessionLeasedError``) or whose lease this instance
+    lost (``LeaseLostError``), as ``PostgresWorkspace`` does.
     """
 
     def __init__(
@@ -63,6 +72,7 @@ class SQLiteWorkspace(SearchableWorkspace):
         self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._leases = SQLiteLeases()
 
     async def initialize(self) -> None:
         """Open the file (created if missing), switch to WAL and create the tables."""
@@ -158,6 +168,7 @@ class SQLiteWorkspace(SearchableWorkspace):
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
         def tx(c: sqlite3.Connection) -> None:
+            self._leases.fence(c, skey, session_id)
             _touch(c, skey, session_id)
             c.execute(
                 "INSERT INTO states (skey, body) VALUES (?, ?) "
@@ -166,6 +177,35 @@ class SQLiteWorkspace(SearchableWorkspace):
             )
 
         await self._write(tx)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, session_id: str, *, ttl: float = 30.0, wait: float = 0.0, owner: str | None = None
+    ) -> Lease:
+        """Take the session's lease for ``ttl`` seconds, renewed in the background.
+
+        Waits up to ``wait`` seconds while another worker holds it, then raises
+        ``SessionLeasedError`` naming the holder. A worker that dies stops renewing, so
+        its lease expires after ``ttl`` seconds and the session can be taken over.
+        """
+        self._require_init()
+        return await acquire_lease(self, session_id, ttl=ttl, wait=wait, owner=owner)
+
+    async def _lease_try(self, session_id: str, owner: str, ttl: float) -> int | LeaseHolder:
+        skey = encode_key(session_id, what="session_id")
+        return await self._write(lambda c: self._leases.claim(c, skey, owner, ttl))
+
+    async def _lease_renew(self, session_id: str, token: int, ttl: float) -> bool:
+        skey = encode_key(session_id, what="session_id")
+        return await self._write(lambda c: self._leases.renew(c, skey, token, ttl))
+
+    async def _lease_release(self, session_id: str, token: int) -> None:
+        skey = encode_key(session_id, what="session_id")
+        if self._conn is not None:
+            await self._write(lambda c: self._leases.release(c, skey, token))
+
+    # -- purge -----------------------------------------------------------------------------
 
     async def _purge(self, skey: str) -> None:
         def tx(c: sqlite3.Connection) -> None:
@@ -212,7 +252,7 @@ class SQLiteWorkspace(SearchableWorkspace):
 
     async def _sessions(self) -> list[str]:
         return await self._read(
-            lambda c: [r[0] for r in c.execute("SELECT session_id FROM sessions")]
+            lambda c: [_read_id(r[0]) for r in c.execute("SELECT session_id FROM sessions")]
         )
 
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
@@ -224,13 +264,13 @@ class SQLiteWorkspace(SearchableWorkspace):
                 f"JOIN context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey",
                 args,
             ):
-                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), sid))
+                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), _read_id(sid)))
             for key, sid, name, size in c.execute(
                 "SELECT s.skey, s.session_id, t.name, LENGTH(t.body) FROM sessions s "
                 f"JOIN tool_results t ON t.skey = s.skey {where}",
                 args,
             ):
-                out.append((ItemPath("tool_result", key, name), int(size), sid))
+                out.append((ItemPath("tool_result", key, name), int(size), _read_id(sid)))
             if skey is None:
                 rows = c.execute("SELECT name, LENGTH(body), NULL FROM data").fetchall()
             else:
@@ -241,6 +281,7 @@ class SQLiteWorkspace(SearchableWorkspace):
                     (skey,),
                 ).fetchall()
             for name, size, sid in rows:
+                sid = None if sid is None else _read_id(sid)
                 out.append((ItemPath("data", None, name), int(size), sid))
             return out
 
@@ -300,7 +341,26 @@ def _catch_up(c: sqlite3.Connection) -> None:
 
 
 def _touch(c: sqlite3.Connection, skey: str, session_id: str) -> None:
-    c.execute("INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)", (skey, session_id))
+    c.execute(
+        "INSERT OR IGNORE INTO sessions (skey, session_id) VALUES (?, ?)",
+        (skey, _stored_id(session_id)),
+    )
+
+
+def _stored_id(session_id: str) -> str | bytes:
+    """A session id as stored: TEXT, or (lone surrogates, which UTF-8 text cannot hold)
+    a BLOB of its ``surrogatepass`` UTF-8 bytes, so every id round-trips as on the other
+    backends."""
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return session_id.encode("utf-8", "surrogatepass")
+    return session_id
+
+
+def _read_id(value: str | bytes) -> str:
+    """A session id as :func:`_stored_id` stored it."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
 
 
 def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
@@ -311,6 +371,6 @@ def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
             row = c.execute(
                 "SELECT session_id FROM sessions WHERE skey = ?", (hit.skey,)
             ).fetchone()
-            hit = dataclasses.replace(hit, session_id=None if row is None else str(row[0]))
+            hit = dataclasses.replace(hit, session_id=None if row is None else _read_id(row[0]))
         out.append(hit)
     return out

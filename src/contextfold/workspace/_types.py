@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["GrepMatch", "ItemInfo", "ItemKind", "SearchHit"]
+__all__ = ["GrepMatch", "ItemInfo", "ItemKind", "SearchHit", "SkippedEntry"]
 
 ItemKind = Literal["context", "tool_result", "data"]
 
@@ -58,3 +58,13 @@ class SearchHit:
 
     def __str__(self) -> str:
         return self.ref if self.kind != "context" else f"{self.ref} (line {self.offset + 1})"
+
+
+@dataclass(frozen=True)
+class SkippedEntry:
+    """Something in a workspace's directory passed over rather than fail on (a session
+    folder whose name does not decode, a corrupt search index moved aside)."""
+
+    path: str
+    """Workspace-relative, e.g. ``sessions/%FF``."""
+    reason: str
