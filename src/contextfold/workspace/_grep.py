@@ -23,7 +23,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -291,25 +292,37 @@ class Searcher:
         self.remaining = max(0, max_results)
         self.matches: list[GrepMatch] = []
 
-    def search(self, ref: str, lines: Sequence[str]) -> None:
-        """Add the matching lines of one item; raise ``TimeoutError`` past the deadline."""
+    def search(self, ref: str, lines: Iterable[str], path: str | None = None) -> None:
+        """Add the matching lines of one item; raise ``TimeoutError`` past the deadline.
+
+        ``lines`` is read once, in order, and no further than the last match needs (its
+        context after), so a stream of a large item is never held whole.
+        """
         ctx = self._context
-        for i, line in enumerate(lines):
-            if self.remaining <= 0:
-                return
-            try:
-                found = self._pattern.search(line, timeout=self.deadline.left())
-            except TimeoutError:
-                raise self.deadline.expired() from None
-            if found is None:
-                continue
-            self.matches.append(
-                GrepMatch(
-                    ref=ref,
-                    line_number=i + 1,
-                    line=line,
-                    before=tuple(lines[max(0, i - ctx) : i]),
-                    after=tuple(lines[i + 1 : i + 1 + ctx]),
-                )
-            )
-            self.remaining -= 1
+        before: deque[str] = deque(maxlen=ctx)
+        waiting: deque[tuple[int, str, tuple[str, ...], list[str]]] = deque()
+
+        def flush(final: bool) -> None:
+            while waiting and (final or len(waiting[0][3]) >= ctx):
+                n, line, seen, after = waiting.popleft()
+                self.matches.append(GrepMatch(ref, n, line, seen, tuple(after), path))
+
+        try:
+            for i, line in enumerate(lines):
+                for _, _, _, after in waiting:
+                    after.append(line)
+                flush(final=False)
+                if self.remaining <= 0:
+                    if not waiting:
+                        return
+                else:
+                    try:
+                        found = self._pattern.search(line, timeout=self.deadline.left())
+                    except TimeoutError:
+                        raise self.deadline.expired() from None
+                    if found is not None:
+                        waiting.append((i + 1, line, tuple(before), []))
+                        self.remaining -= 1
+                before.append(line)
+        finally:
+            flush(final=True)

@@ -15,6 +15,7 @@ import stat
 import time
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from .._exceptions import UnsafePathError
 from ._grep import Deadline, off_loop
@@ -27,6 +28,7 @@ from ._local_files import (
     make_private,
     open_dir,
     open_file,
+    open_reader,
     raise_unsafe,
     read_file,
     repair_tail,
@@ -245,6 +247,10 @@ class LocalWorkspace(SearchableWorkspace):
     def _get_sync(self, item: ItemPath) -> bytes | None:
         parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
         return read_file(self._root, parts, item.name)
+
+    async def _open(self, item: ItemPath) -> BinaryIO | None:
+        parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
+        return await asyncio.to_thread(open_reader, self._root, parts, item.name)
 
     async def _load_state(self, skey: str) -> bytes | None:
         return await asyncio.to_thread(read_file, self._root, ("sessions", skey), _STATE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -43,24 +45,35 @@ class MemoryWorkspace(SearchableWorkspace):
     async def initialize(self) -> None:
         """Nothing to create."""
 
+    # Writes, reads and listings run in a worker thread: a 100 MB tool result takes a
+    # second to index, and 100,000 sessions half a second to list.
+
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        await asyncio.to_thread(self._append_sync, skey, session_id, payload)
+
+    def _append_sync(self, skey: str, session_id: str, payload: bytes) -> None:
+        docs = context_docs(payload, 0)  # outside the lock, which readers on the loop take
         with self._lock:
             self._ids.setdefault(skey, session_id)
             self._context.setdefault(skey, bytearray()).extend(payload)
-            docs = context_docs(payload, self._lines.get(skey, 0))
-            lines = self._lines[skey] = self._lines.get(skey, 0) + len(docs)
+            start = self._lines.get(skey, 0)
+            docs = [dataclasses.replace(d, line=start + d.line) for d in docs]
+            lines = self._lines[skey] = start + len(docs)
             self._pending.append(lambda c: _indexed(c, skey, CONTEXT_FILE, docs, lines))
         self._try_index()
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
+
+    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        body, doc = bytes(body), tool_doc(body)
         with self._lock:
             self._ids.setdefault(skey, session_id)
             tools = self._tools.setdefault(skey, {})
             name = tool_file(tkey)
             while name in tools:
                 name = tool_file(tkey, unique=True)
-            tools[name] = bytes(body)
-            doc = tool_doc(body)
+            tools[name] = body
             self._pending.append(lambda c: _indexed(c, skey, name, [doc], 1))
         self._try_index()
         return name
@@ -72,6 +85,11 @@ class MemoryWorkspace(SearchableWorkspace):
             self._data.setdefault(name, bytes(payload))
 
     async def _get(self, item: ItemPath) -> bytes | None:
+        if item.kind == "context":  # copied: the log grows in place
+            return await asyncio.to_thread(self._get_sync, item)
+        return self._get_sync(item)
+
+    def _get_sync(self, item: ItemPath) -> bytes | None:
         with self._lock:
             if item.kind == "data":
                 return self._data.get(item.name)
@@ -85,6 +103,11 @@ class MemoryWorkspace(SearchableWorkspace):
             return list(self._ids.values())
 
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        if skey is None:
+            return await asyncio.to_thread(self._items_sync, skey)
+        return self._items_sync(skey)
+
+    def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         with self._lock:
             keys = list(self._ids) if skey is None else [skey]
             out: list[tuple[ItemPath, int, str | None]] = []
