@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fcntl
+import functools
 import os
 import shutil
 import stat
@@ -17,8 +18,9 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from .._exceptions import UnsafePathError
+from .._exceptions import UnsafePathError, WorkspaceError
 from ._grep import Deadline, off_loop
+from ._index_ro import query_read_only
 from ._local_files import (
     APPEND,
     DIR_MODE,
@@ -82,12 +84,19 @@ class LocalWorkspace(SearchableWorkspace):
     Private by default: every file the workspace creates is ``0600`` and every directory
     ``0700`` (set with ``fchmod``, so the umask does not matter), since tool output often
     holds tokens, keys and customer data. A ``workdir`` that already exists keeps its mode.
+
+    ``read_only=True`` opens an existing workspace to look at it (``contextfold inspect``):
+    nothing is created, repaired or indexed, every write raises ``WorkspaceError``, and
+    search reads the index without writing (see ``_index_ro``; none if it is missing).
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self, workdir: str | os.PathLike[str], *, fsync: bool = True, read_only: bool = False
+    ) -> None:
         self._given = os.path.abspath(workdir)
         self._root = ""
         self._fsync = fsync
+        self._read_only = read_only
         self._index: SideIndex | None = None
 
     @property
@@ -106,6 +115,9 @@ class LocalWorkspace(SearchableWorkspace):
         self._initialized = True
 
     def _init_sync(self) -> None:
+        if self._read_only:
+            self._open_read_only()
+            return
         if not os.path.isdir(self._given):
             os.makedirs(self._given, DIR_MODE, exist_ok=True)
             os.chmod(self._given, DIR_MODE)  # makedirs' mode is filtered by the umask
@@ -116,6 +128,15 @@ class LocalWorkspace(SearchableWorkspace):
             self._index = SideIndex(os.path.join(self._root, INDEX_FILE))
             self._index.open()
         self._catch_up()
+
+    def _open_read_only(self) -> None:
+        if not os.path.isdir(self._given):
+            raise WorkspaceError(f"{self._given}: no such workspace directory")
+        self._root = os.path.realpath(self._given)
+
+    def _writable(self) -> None:
+        if self._read_only:
+            raise WorkspaceError(f"{self._given} was opened read-only; nothing is written")
 
     async def close(self) -> None:
         """Close the search index."""
@@ -157,6 +178,7 @@ class LocalWorkspace(SearchableWorkspace):
     # -- writing ---------------------------------------------------------------------------
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._append_sync, skey, session_id, CONTEXT_FILE, payload)
 
     def _append_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -178,6 +200,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(fd)  # releases the lock
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        self._writable()
         return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
 
     def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
@@ -204,6 +227,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(dfd)
 
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._put_data_sync, skey, session_id, name, payload)
 
     def _put_data_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -226,6 +250,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(ddfd)
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._save_state_sync, skey, session_id, state)
 
     def _save_state_sync(self, skey: str, session_id: str, state: bytes) -> None:
@@ -259,16 +284,21 @@ class LocalWorkspace(SearchableWorkspace):
         return await asyncio.to_thread(self._sessions_sync)
 
     def _sessions_sync(self) -> list[str]:
-        sfd = open_dir(self._root, "sessions")
+        keys = [k for k in self._session_keys() if not k.startswith(".")]
+        return [self._session_id(k) for k in keys]
+
+    def _session_keys(self) -> list[str]:
+        """The directory names under ``sessions`` (none when a read-only workspace lacks it)."""
         try:
-            keys = [
-                e.name
-                for e in os.scandir(sfd)
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            ]
+            sfd = open_dir(self._root, "sessions")
+        except FileNotFoundError:
+            if not self._read_only:
+                raise
+            return []
+        try:
+            return [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
         finally:
             os.close(sfd)
-        return [self._session_id(k) for k in keys]
 
     def _session_id(self, skey: str) -> str:
         if is_capped(skey):
@@ -284,14 +314,7 @@ class LocalWorkspace(SearchableWorkspace):
         return await asyncio.to_thread(self._items_sync, skey)
 
     def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
-        if skey is None:
-            sfd = open_dir(self._root, "sessions")
-            try:
-                keys = [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
-            finally:
-                os.close(sfd)
-        else:
-            keys = [skey]
+        keys = self._session_keys() if skey is None else [skey]
         out: list[tuple[ItemPath, int, str | None]] = []
         data_names: set[str] = set()
         for key in keys:
@@ -317,7 +340,12 @@ class LocalWorkspace(SearchableWorkspace):
                 out.append((item, st.st_size, sid))
             if refs:
                 data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
-        ddfd = open_dir(self._root, "data")
+        try:
+            ddfd = open_dir(self._root, "data")
+        except FileNotFoundError:
+            if not self._read_only:
+                raise
+            return out
         try:
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
@@ -336,6 +364,7 @@ class LocalWorkspace(SearchableWorkspace):
     # -- purge -----------------------------------------------------------------------------
 
     async def _purge(self, skey: str) -> None:
+        self._writable()
         await asyncio.to_thread(self._purge_sync, skey)
 
     def _purge_sync(self, skey: str) -> None:
@@ -428,9 +457,13 @@ class LocalWorkspace(SearchableWorkspace):
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
-        assert self._index is not None
+        if self._index is not None:
+            query = self._index.query
+        else:  # read-only: the index as it is, if there is one
+            path = os.path.join(self._root, INDEX_FILE)
+            query = functools.partial(query_read_only, path)
         try:
-            hits = self._index.query(terms, skey, limit, time.monotonic() + deadline.left())
+            hits = query(terms, skey, limit, time.monotonic() + deadline.left())
         except TimeoutError:
             raise deadline.expired() from None
         kept = []
