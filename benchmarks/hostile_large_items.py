@@ -151,6 +151,10 @@ async def main() -> int:
     args = parser.parse_args()
     worst = 0.0
     rows: list[tuple[str, str, str, float, float]] = []
+    # The machine's own lateness (other processes, the collector), with no call running.
+    _, idle, wall = await held(asyncio.sleep(5))
+    rows.append(("-", "nothing (5 s of ticks, the machine's own lateness)", "-", idle, wall))
+    print(f"  idle: held {idle:.1f} ms over {wall:.1f} s", flush=True)
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             for name, size, gap, wall in await large_item(backend, Path(tmp), args.mb):
@@ -161,7 +165,7 @@ async def main() -> int:
     print("\n| Workspace | call | largest loop gap | wall | answer |")
     print("|---|---|---:|---:|---:|")
     for backend, name, size, gap, wall in rows:
-        worst = max(worst, gap)
+        worst = max(worst, gap) if backend != "-" else worst
         print(f"| {backend} | `{name}` | {gap:.1f} ms | {wall:.2f} s | {size} |")
     print(f"\nlargest gap {worst:.1f} ms (target < {TARGET_MS:.0f} ms)")
     return 0 if worst < TARGET_MS else 1

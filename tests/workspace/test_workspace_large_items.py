@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import pytest
+import regex
 
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.tool import readback_tools
@@ -137,3 +138,38 @@ async def test_glob_of_many_items_is_capped_with_a_note(many: BaseWorkspace) -> 
         f"sessions/s44{n}/tool_result-c.txt\ttool_result\t1 bytes" for n in range(10)
     ]
     assert len((await Glob(max_results=1000)).split("\n")) == 450
+
+
+MIXED = "".join(
+    f"{'ERROR' if n % 997 == 0 else 'info'} {n} " + ("word " * (n % 40)) + ("x" * (n % 3)) + "\n"
+    for n in range(40_000)
+)
+PATTERNS = [
+    r"^ERROR \d+",
+    r"x$",
+    r"\Ainfo 5\b",
+    r"(?<=ERROR )9",
+    r"(?<!o)r\d",
+    r"\bword x\Z",
+    r"(?m)^info 39999",
+    r"(?-m:^info 1 )",
+    r"ERROR|9999",
+    r"^$",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+async def test_grep_over_blocks_finds_what_line_by_line_matching_finds(pattern: str) -> None:
+    """Blocks of lines are screened with one search each; every line that matches alone
+    is still found, with its number and context, across block boundaries."""
+    ws = MemoryWorkspace()
+    await ws.offload_tool_result("s1", ToolResultBlock(id="m", name="t", output=MIXED))
+    lines = MIXED.split("\n")[:-1]
+    compiled = regex.compile(pattern)
+    expected = [
+        (i + 1, line, tuple(lines[max(0, i - 2) : i]), tuple(lines[i + 1 : i + 3]))
+        for i, line in enumerate(lines)
+        if compiled.search(line)
+    ][:500]
+    found = await ws.grep(pattern, session_id="s1", context=2, max_results=500, time_limit=60)
+    assert [(m.line_number, m.line, m.before, m.after) for m in found] == expected

@@ -29,7 +29,7 @@ from ..message import (
     URLSource,
 )
 from ._grep import Searcher, match_glob, off_loop
-from ._lines import OFF_LOOP_BYTES, iter_lines, read_window
+from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -402,7 +402,7 @@ class BaseWorkspace(ABC):
 
 def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
     with stream:
-        searcher.search(info.ref, iter_lines(stream, complete_only=context), info.path)
+        searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
 async def _serialized(msgs: list[Msg]) -> bytes:
