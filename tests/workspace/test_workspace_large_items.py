@@ -173,3 +173,17 @@ async def test_grep_over_blocks_finds_what_line_by_line_matching_finds(pattern: 
     ][:500]
     found = await ws.grep(pattern, session_id="s1", context=2, max_results=500, time_limit=60)
     assert [(m.line_number, m.line, m.before, m.after) for m in found] == expected
+
+
+async def test_grep_skips_a_planted_symlink_and_searches_the_rest(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "w", fsync=False)
+    await ws.initialize()
+    await ws.offload_tool_result("s1", ToolResultBlock(id="a", name="t", output="needle a"))
+    await ws.offload_tool_result("s1", ToolResultBlock(id="b", name="t", output="needle b"))
+    (tmp_path / "outside.txt").write_text("needle outside\n")
+    planted = tmp_path / "w" / "sessions" / "s1" / "tool_result-a.txt"
+    planted.unlink()
+    planted.symlink_to(tmp_path / "outside.txt")
+    found = await ws.grep("needle", session_id="s1")
+    assert [(m.path, m.line) for m in found] == [("sessions/s1/tool_result-b.txt", "needle b")]
+    await ws.close()

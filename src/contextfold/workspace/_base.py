@@ -24,6 +24,8 @@ from ..message import (
     DataBlock,
     Msg,
     TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
     ToolResultBlock,
     ToolResultContent,
     URLSource,
@@ -366,7 +368,10 @@ class BaseWorkspace(ABC):
             if searcher.remaining <= 0:
                 break
             item = self._resolve(info.ref)
-            stream = await self._open(item)
+            try:
+                stream = await self._open(item)
+            except WorkspaceError:
+                continue  # a file planted in the workspace (a symlink) is not searched
             if stream is None:
                 continue  # purged meanwhile
             await off_loop(_search_stream, searcher, info, stream, item.kind == "context")
@@ -406,13 +411,33 @@ def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context
 
 
 async def _serialized(msgs: list[Msg]) -> bytes:
-    """The JSON lines of ``msgs``, serialized in a worker thread: a compaction can fold a
-    100 MB tool result, and it happens once per compaction, so the hop costs nothing."""
+    """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
+    result) is serialized in a worker thread, a small one on the loop, where it costs less
+    than the hop and keeps the number of loop turns independent of thread timing."""
 
     def dump() -> bytes:
         return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
 
-    return await asyncio.to_thread(dump)
+    if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
+        return await asyncio.to_thread(dump)
+    return dump()
+
+
+def _rough_size(msg: Msg) -> int:
+    """The characters of a message's texts (tool-call inputs counted by their raw form)."""
+    if isinstance(msg.content, str):
+        return len(msg.content)
+    size = 0
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            size += len(block.text)
+        elif isinstance(block, ThinkingBlock):
+            size += len(block.thinking)
+        elif isinstance(block, ToolResultBlock):
+            size += len(block.text())
+        elif isinstance(block, ToolCallBlock):
+            size += len(block.raw_input or "") + len(block.input)
+    return size
 
 
 def _payload(block: DataBlock) -> bytes | None:
