@@ -1,4 +1,9 @@
-"""``contextfold inspect``: what a workspace holds, and one offloaded item."""
+"""``contextfold inspect``: what a workspace holds, and one offloaded item.
+
+It only looks: the workspace is opened read-only (nothing created, repaired or indexed,
+so it works on a read-only mount and leaves a live workspace as it was), and stored text
+is printed with its control characters escaped (see ``_terminal``) unless ``--raw``.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from .._exceptions import WorkspaceError
 from ..context import transcript_entry
 from ..message import Msg
 from ..workspace import ItemInfo, LocalWorkspace, WorkspaceReader
+from ._terminal import escape_controls
 
 __all__ = ["inspect_workspace"]
 
@@ -64,7 +70,12 @@ def inspect_workspace(
         int | None, typer.Option("--limit", min=1, help="With --item: most lines.")
     ] = None,
     raw: Annotated[
-        bool, typer.Option("--raw", help="With --item: print a context log as stored (JSON lines).")
+        bool,
+        typer.Option(
+            "--raw",
+            help="Print as stored: a context log as JSON lines, and control characters "
+            "(escape sequences) unescaped.",
+        ),
     ] = False,
 ) -> None:
     """List a workspace's sessions, a session's offloaded items, or show one item.
@@ -79,32 +90,41 @@ def inspect_workspace(
             "directory); pass the workdir an agent or 'contextfold replay --workdir' wrote to",
             "'WORKDIR'",
         )
-    asyncio.run(_inspect(workdir, session, item, offset, limit, raw))
+    try:
+        asyncio.run(_inspect(workdir, session, item, offset, limit, raw))
+    except (OSError, WorkspaceError) as exc:
+        typer.echo(f"Error: cannot read {workdir}: {_clean(str(exc), raw)}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _clean(text: str, raw: bool) -> str:
+    return text if raw else escape_controls(text)
 
 
 async def _inspect(
     workdir: Path, session: str | None, item: str | None, offset: int, limit: int | None, raw: bool
 ) -> None:
     console = Console()
-    workspace = LocalWorkspace(workdir, fsync=False)
+    workspace = LocalWorkspace(workdir, fsync=False, read_only=True)
     await workspace.initialize()
     reader: WorkspaceReader = workspace
     sessions = await reader.list_sessions()
     if session is not None and session not in sessions:
         known = ", ".join(sessions[:10]) + (" ..." if len(sessions) > 10 else "")
         raise _usage_error(
-            f"no session {session!r} in {workdir}; sessions: {known or 'none'}", "'SESSION'"
+            f"no session {session!r} in {workdir}; sessions: {_clean(known, raw) or 'none'}",
+            "'SESSION'",
         )
     if item is not None:
         await _show_item(console, reader, session, item, offset, limit, raw)
     elif session is not None:
-        _items_table(console, session, await reader.list_items(session))
+        _items_table(console, _clean(session, raw), await reader.list_items(session))
     else:
-        _sessions_table(console, workdir, sessions, await reader.list_items())
+        _sessions_table(console, workdir, sessions, await reader.list_items(), raw)
 
 
 def _sessions_table(
-    console: Console, workdir: Path, sessions: list[str], items: list[ItemInfo]
+    console: Console, workdir: Path, sessions: list[str], items: list[ItemInfo], raw: bool
 ) -> None:
     if not sessions:
         console.print(f"{workdir}: no sessions yet")
@@ -125,7 +145,7 @@ def _sessions_table(
             found = kinds.get(kind, [])
             cells.append(f"{len(found)} · {_size(sum(found))}" if found else "–")
         total = sum(sum(v) for v in kinds.values())
-        table.add_row(escape(sid), *cells, _size(total))
+        table.add_row(escape(_clean(sid, raw)), *cells, _size(total))
     console.print(table)
     unowned = sizes.get(None, {}).get("data", [])
     if unowned:
@@ -139,7 +159,7 @@ def _items_table(console: Console, session: str, items: list[ItemInfo]) -> None:
     table.add_column("path", overflow="fold")
     table.add_column("size", justify="right")
     for info in items:
-        table.add_row(info.kind, escape(info.path), _size(info.size))
+        table.add_row(info.kind, escape(escape_controls(info.path)), _size(info.size))
     console.print(table)
     console.print("Show one: contextfold inspect WORKDIR SESSION --item <path or file name>")
 
@@ -169,22 +189,23 @@ async def _show_item(
             f"{exc}; list the items with: contextfold inspect WORKDIR SESSION", "'--item'"
         ) from exc
     if info is not None:
-        console.print(f"[bold]{escape(info.path)}[/] ({info.kind}, {_size(info.size)})")
+        path = escape(escape_controls(info.path))
+        console.print(f"[bold]{path}[/] ({info.kind}, {_size(info.size)})")
     if info is not None and info.kind == "context" and not raw:
-        for n, line in enumerate(text.splitlines(), start=offset):
+        for n, line in enumerate(text.split("\n") if text else [], start=offset):
             _print_message(console, n, line)
     else:
-        typer.echo(text)  # verbatim: no markup, wrapping or tab expansion
+        typer.echo(_clean(text, raw))  # no markup, wrapping or tab expansion
 
 
 def _print_message(console: Console, n: int, line: str) -> None:
     try:
         msg = Msg.model_validate_json(line)
     except ValueError:
-        console.print(f"[{n}] (unreadable line) {escape(line[:_PREVIEW])}")
+        console.print(f"[{n}] (unreadable line) {escape(escape_controls(line[:_PREVIEW]))}")
         return
     body = transcript_entry(msg, header=False)
     if len(body) > _PREVIEW:
         body = body[:_PREVIEW] + f" [... {len(body) - _PREVIEW} more characters; --raw shows all]"
-    console.print(f"[bold][{n}] {msg.role} {escape(msg.name)}[/]")
-    console.print(escape(body), soft_wrap=True)
+    console.print(f"[bold][{n}] {msg.role} {escape(escape_controls(msg.name))}[/]")
+    console.print(escape(escape_controls(body)), soft_wrap=True)

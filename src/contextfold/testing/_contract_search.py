@@ -171,9 +171,10 @@ class SearchTests(Fixtures):
         assert all(h.session_id == "mine" and SECRET not in h.snippet for h in hits)
 
     async def test_search_tool_shows_the_read_call_of_each_hit(self, searcher: Searcher) -> None:
-        ref = await searcher.offload_context(
+        await searcher.offload_context(
             "s1", [Msg("user", "hello", "user"), Msg("assistant", "the port is 8443", "assistant")]
         )
+        ref = "sessions/s1/context.jsonl"  # the relative reference, never a host path
         tools = {t.__name__: t for t in readback_tools(searcher, session_id="s1")}
         out = await tools["Search"]("port")
         assert out.splitlines()[0].startswith(f"1. {ref} (line 2) score ")

@@ -5,10 +5,13 @@ They work over any :class:`~contextfold.workspace.WorkspaceReader`, accept exact
 references the offloader put in summaries and truncation markers (and the canonical
 relative form ``sessions/<session>/...``), and never reach outside the workspace: the
 reader refuses anything else with ``UnsafePathError``, which the tools report as text.
+What they print is the canonical relative form, never a host path: the model copies it
+into ``Read`` as shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 from .._exceptions import WorkspaceError
@@ -25,6 +28,8 @@ from ..workspace import (
 __all__ = ["readback_tools"]
 
 _MAX_LINE = 2000
+_MAX_GLOB = 200
+"""Items ``Glob`` lists by default: 114,000 sessions made a listing of megabytes."""
 
 
 def readback_tools(
@@ -136,17 +141,21 @@ def readback_tools(
             return f"Error: {exc}"
         if not matches:
             return "No matches."
-        text = _format_matches(matches, clip)
+        shown: dict[str, str] = {}
+        if any(m.path is None for m in matches):  # a reader that does not say
+            shown = {i.ref: i.path for i in await visible()}
+        text = _format_matches(matches, clip, shown)
         if len(matches) >= max_results:
             text += f"\n(stopped at max_results={max_results}; narrow the pattern or glob)"
         return text
 
-    async def Glob(pattern: str = "**") -> str:
+    async def Glob(pattern: str = "**", max_results: int = _MAX_GLOB) -> str:
         """List offloaded items (context logs, tool results, data files) with sizes.
 
         Args:
             pattern: Glob over item paths; ``**`` spans directories, a pattern without
                 ``/`` matches file names (``*.txt``).
+            max_results: Maximum number of items to list (the rest are counted).
         """
         try:
             matcher = glob_to_regex(pattern)
@@ -154,10 +163,23 @@ def readback_tools(
             keep = await match_glob(matcher, [i.path for i in items], time_limit=grep_timeout)
         except (WorkspaceError, ValueError, TimeoutError) as exc:
             return f"Error: {exc}"
-        items = [i for i, k in zip(items, keep, strict=True) if k]
-        if not items:
+        cap = max(1, max_results)
+        shown: list[ItemInfo] = []
+        total = 0
+        for info, k in zip(items, keep, strict=True):
+            if k:
+                total += 1
+                if len(shown) < cap:
+                    shown.append(info)
+        if not shown:
             return f"No offloaded items match {pattern!r}."
-        return "\n".join(f"{i.ref}\t{i.kind}\t{i.size} bytes" for i in items)
+        rows = [f"{i.path}\t{i.kind}\t{i.size} bytes" for i in shown]
+        if total > len(shown):
+            rows.append(
+                f"({len(shown)} of {total} items shown, {total - len(shown)} more; narrow the "
+                "pattern, e.g. Glob('sessions/<session>/*'), or pass max_results)"
+            )
+        return "\n".join(rows)
 
     async def Search(query: str, limit: int = 5, session: str | None = None) -> str:
         """Rank offloaded messages and tool results by a few words you remember.
@@ -194,20 +216,23 @@ def readback_tools(
 
 
 def _format_hit(rank: int, hit: SearchHit, clip: Callable[[str], str]) -> str:
-    where = f"{hit.ref} (line {hit.offset + 1})" if hit.kind == "context" else hit.ref
+    where = f"{hit.path} (line {hit.offset + 1})" if hit.kind == "context" else hit.path
     read = (
-        f"Read(path={hit.ref!r}, offset={hit.offset}, limit=1)"
+        f"Read(path={hit.path!r}, offset={hit.offset}, limit=1)"
         if hit.kind == "context"
-        else f"Read(path={hit.ref!r})"
+        else f"Read(path={hit.path!r})"
     )
     return f"{rank}. {where} score {hit.score:g}\n   {clip(hit.snippet)}\n   {read}"
 
 
-def _format_matches(matches: list[GrepMatch], clip: Callable[[str], str]) -> str:
-    """``grep -n`` style: ``ref:n:text`` for matches, ``ref-n-text`` for context, ``--``
-    between groups; a line shown as context of two matches appears once."""
+def _format_matches(
+    matches: list[GrepMatch], clip: Callable[[str], str], shown: dict[str, str]
+) -> str:
+    """``grep -n`` style: ``path:n:text`` for matches, ``path-n-text`` for context, ``--``
+    between groups; a line shown as context of two matches appears once. ``shown`` maps a
+    reference to the relative path printed (a reference it lacks is printed as is)."""
     rows: dict[tuple[str, int], tuple[bool, str]] = {}
-    for m in matches:
+    for m in (dataclasses.replace(m, ref=m.path or shown.get(m.ref, m.ref)) for m in matches):
         first = m.line_number - len(m.before)
         for k, line in enumerate(m.before):
             rows.setdefault((m.ref, first + k), (False, line))

@@ -7,12 +7,14 @@ answers ``read``/``grep`` the same way for every backend.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import io
 import json
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 
 from .._exceptions import WorkspaceError
 from .._logging import logger
@@ -22,11 +24,14 @@ from ..message import (
     DataBlock,
     Msg,
     TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
     ToolResultBlock,
     ToolResultContent,
     URLSource,
 )
 from ._grep import Searcher, match_glob, off_loop
+from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -39,6 +44,9 @@ from ._names import (
 from ._types import GrepMatch, ItemInfo
 
 __all__ = ["BaseWorkspace"]
+
+_OFF_LOOP_ITEMS = 2_000
+"""Listings longer than this are turned into ``ItemInfo`` values in a worker thread."""
 
 
 class BaseWorkspace(ABC):
@@ -77,6 +85,12 @@ class BaseWorkspace(ABC):
     @abstractmethod
     async def _get(self, item: ItemPath) -> bytes | None:
         """The stored bytes of an item, ``None`` if it does not exist."""
+
+    async def _open(self, item: ItemPath) -> BinaryIO | None:
+        """A stream of the item's stored bytes, read in a worker thread (``None`` if it
+        does not exist). The default wraps :meth:`_get`; a backend of files streams them."""
+        raw = await self._get(item)
+        return None if raw is None else io.BytesIO(raw)
 
     @abstractmethod
     async def _sessions(self) -> list[str]:
@@ -130,9 +144,9 @@ class BaseWorkspace(ABC):
         """Append the messages to the session's ``context.jsonl``; return its reference."""
         self._require_init()
         skey = encode_key(session_id, what="session_id")
-        lines = [(await self._strip_msg(skey, session_id, m)).model_dump_json() for m in msgs]
-        if lines:
-            await self._append_context(skey, session_id, "".join(f"{x}\n" for x in lines).encode())
+        stripped = [await self._strip_msg(skey, session_id, m) for m in msgs]
+        if stripped:
+            await self._append_context(skey, session_id, await _serialized(stripped))
         return self._display(ItemPath("context", skey, CONTEXT_FILE).rel)
 
     async def offload_tool_result(
@@ -156,7 +170,8 @@ class BaseWorkspace(ABC):
                         f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
                     )
             text = "\n".join(parts)
-        name = await self._put_tool_result(skey, session_id, tkey, text.encode())
+        body = await asyncio.to_thread(text.encode) if len(text) > OFF_LOOP_BYTES else text.encode()
+        name = await self._put_tool_result(skey, session_id, tkey, body)
         return self._display(ItemPath("tool_result", skey, name).rel)
 
     async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
@@ -220,6 +235,11 @@ class BaseWorkspace(ABC):
         self._require_init()
         skey = None if session_id is None else encode_key(session_id, what="session_id")
         found = await self._items(skey)
+        if len(found) > _OFF_LOOP_ITEMS:  # 100,000 sessions take half a second to list
+            return await asyncio.to_thread(self._infos, found)
+        return self._infos(found)
+
+    def _infos(self, found: list[tuple[ItemPath, int, str | None]]) -> list[ItemInfo]:
         infos = [
             ItemInfo(
                 ref=self._display(item.rel),
@@ -245,22 +265,32 @@ class BaseWorkspace(ABC):
 
     async def read_lines(self, ref: str) -> list[str]:
         """The lines of a text item; a data file reads as one line describing it."""
-        item = self._resolve(ref)
-        raw = await self.read_bytes(ref)
-        if item.kind == "data":
-            return [f"[binary data {media_type_of(item.name)}, {len(raw)} bytes]"]
-        text = raw.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return lines
+        return await self._window(ref, 0, None)
 
     async def read(self, ref: str, *, offset: int = 0, limit: int | None = None) -> str:
-        """The text of an item, from line ``offset`` (0-based), at most ``limit`` lines."""
-        lines = await self.read_lines(ref)
-        start = max(0, offset)
-        end = len(lines) if limit is None else start + max(0, limit)
-        return "\n".join(lines[start:end])
+        """The text of an item, from line ``offset`` (0-based), at most ``limit`` lines.
+
+        Only the window is decoded, in a worker thread: the lines before it are skipped
+        undecoded and those after it are not read, so memory follows the window, not the
+        item."""
+        return "\n".join(await self._window(ref, max(0, offset), limit))
+
+    async def _window(self, ref: str, offset: int, limit: int | None) -> list[str]:
+        self._require_init()
+        item = self._resolve(ref)
+        if item.kind == "data":
+            raw = await self.read_bytes(ref)
+            lines = [f"[binary data {media_type_of(item.name)}, {len(raw)} bytes]"]
+            return lines[offset:] if limit is None else lines[offset : offset + max(0, limit)]
+        if limit is not None and limit <= 0:
+            await self.read_bytes(ref)  # still an error for a missing item
+            return []
+        stream = await self._open(item)
+        if stream is None:
+            raise WorkspaceError(f"no such item in the workspace: {ref!r}; list them with Glob")
+        return await asyncio.to_thread(
+            read_window, stream, offset, limit, complete_only=item.kind == "context"
+        )
 
     async def load_context(self, session_id: str, *, with_data: bool = True) -> list[Msg]:
         """The offloaded messages of a session, in order; inline data is restored unless
@@ -337,11 +367,14 @@ class BaseWorkspace(ABC):
         for info in items:
             if searcher.remaining <= 0:
                 break
+            item = self._resolve(info.ref)
             try:
-                lines = await self.read_lines(info.ref)
+                stream = await self._open(item)
             except WorkspaceError:
+                continue  # a file planted in the workspace (a symlink) is not searched
+            if stream is None:
                 continue  # purged meanwhile
-            await off_loop(searcher.search, info.ref, lines)
+            await off_loop(_search_stream, searcher, info, stream, item.kind == "context")
         return searcher.matches
 
     async def purge(self, session_id: str) -> None:
@@ -370,6 +403,41 @@ class BaseWorkspace(ABC):
         self._require_init()
         raw = await self._load_state(encode_key(session_id, what="session_id"))
         return None if raw is None else raw.decode("utf-8")
+
+
+def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
+    with stream:
+        searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
+
+
+async def _serialized(msgs: list[Msg]) -> bytes:
+    """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
+    result) is serialized in a worker thread, a small one on the loop, where it costs less
+    than the hop and keeps the number of loop turns independent of thread timing."""
+
+    def dump() -> bytes:
+        return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
+
+    if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
+        return await asyncio.to_thread(dump)
+    return dump()
+
+
+def _rough_size(msg: Msg) -> int:
+    """The characters of a message's texts (tool-call inputs counted by their raw form)."""
+    if isinstance(msg.content, str):
+        return len(msg.content)
+    size = 0
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            size += len(block.text)
+        elif isinstance(block, ThinkingBlock):
+            size += len(block.thinking)
+        elif isinstance(block, ToolResultBlock):
+            size += len(block.text())
+        elif isinstance(block, ToolCallBlock):
+            size += len(block.raw_input or "") + len(block.input)
+    return size
 
 
 def _payload(block: DataBlock) -> bytes | None:

@@ -23,7 +23,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -286,30 +287,79 @@ class Searcher:
                 f"the regular expression {pattern[:80]!r} nests groups too deeply; "
                 "use fewer nested parentheses"
             ) from exc
+        self._screen = _screen(pattern)
         self.deadline = Deadline(timeout, GREP_TIMEOUT)
         self._context = max(0, context)
         self.remaining = max(0, max_results)
         self.matches: list[GrepMatch] = []
 
-    def search(self, ref: str, lines: Sequence[str]) -> None:
-        """Add the matching lines of one item; raise ``TimeoutError`` past the deadline."""
+    def search(self, ref: str, blocks: Iterable[str], path: str | None = None) -> None:
+        """Add the matching lines of one item; raise ``TimeoutError`` past the deadline.
+
+        ``blocks`` are the item's lines, a few thousand at a time joined by newlines (see
+        ``_lines.iter_blocks``), read once, in order, and no further than the last match
+        needs (its context after), so a large item is never held whole. A block the pattern
+        cannot match anywhere is skipped in one call of the engine instead of line by line
+        (see ``_screen``).
+        """
         ctx = self._context
-        for i, line in enumerate(lines):
-            if self.remaining <= 0:
-                return
-            try:
-                found = self._pattern.search(line, timeout=self.deadline.left())
-            except TimeoutError:
-                raise self.deadline.expired() from None
-            if found is None:
-                continue
-            self.matches.append(
-                GrepMatch(
-                    ref=ref,
-                    line_number=i + 1,
-                    line=line,
-                    before=tuple(lines[max(0, i - ctx) : i]),
-                    after=tuple(lines[i + 1 : i + 1 + ctx]),
-                )
-            )
-            self.remaining -= 1
+        before: deque[str] = deque(maxlen=ctx)
+        waiting: deque[tuple[int, str, tuple[str, ...], list[str]]] = deque()
+        number = 0
+
+        def flush(final: bool) -> None:
+            while waiting and (final or len(waiting[0][3]) >= ctx):
+                n, line, seen, after = waiting.popleft()
+                self.matches.append(GrepMatch(ref, n, line, seen, tuple(after), path))
+
+        try:
+            for block in blocks:
+                if self.remaining <= 0 and not waiting:
+                    return
+                if not waiting and self._screen is not None and self.remaining > 0:
+                    try:
+                        hit = self._screen.search(block, timeout=self.deadline.left())
+                    except TimeoutError:
+                        raise self.deadline.expired() from None
+                    if hit is None:
+                        number += block.count("\n") + 1
+                        if ctx:
+                            before.extend(block.rsplit("\n", ctx)[-ctx:])
+                        continue
+                for line in block.split("\n"):
+                    number += 1
+                    for _, _, _, after in waiting:
+                        after.append(line)
+                    flush(final=False)
+                    if self.remaining <= 0:
+                        if not waiting:
+                            return
+                    else:
+                        try:
+                            found = self._pattern.search(line, timeout=self.deadline.left())
+                        except TimeoutError:
+                            raise self.deadline.expired() from None
+                        if found is not None:
+                            waiting.append((number, line, tuple(before), []))
+                            self.remaining -= 1
+                    before.append(line)
+        finally:
+            flush(final=True)
+
+
+_SCREEN_UNSAFE = regex.compile(r"\\[AZzG]|\(\?<?[=!]|\(\?[a-zA-Z0-9]*[-^]|\(\?\(")
+"""What may match a line alone but not the same line inside a block: string anchors,
+lookarounds (they see past the line's end), and flags turned off inline (``(?-m)``)."""
+
+
+def _screen(pattern: str) -> regex.Pattern[str] | None:
+    """``pattern`` in multiline mode, to search a block of lines at once: wherever a line
+    matches alone, the block matches too (``^`` and ``$`` match at the line's ends, ``\\b``
+    sees the newline as it sees the line's end), so a block without a match holds no
+    matching line. ``None`` for a pattern where that may not hold."""
+    if _SCREEN_UNSAFE.search(pattern):
+        return None
+    try:
+        return regex.compile(pattern, regex.MULTILINE, cache_pattern=False)
+    except (regex.error, ValueError):  # pragma: no cover - compiled once already
+        return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fcntl
+import functools
 import os
 import shutil
 import stat
@@ -16,10 +17,12 @@ import time
 import uuid
 import weakref
 from pathlib import Path
+from typing import BinaryIO
 
 from .._exceptions import UnsafePathError, WorkspaceError
 from .._logging import logger
 from ._grep import Deadline, off_loop
+from ._index_ro import query_read_only
 from ._lease import Lease, acquire_lease
 from ._local_files import (
     APPEND,
@@ -33,6 +36,7 @@ from ._local_files import (
     make_private,
     open_dir,
     open_file,
+    open_reader,
     raise_unsafe,
     read_file,
     repair_tail,
@@ -97,14 +101,21 @@ class LocalWorkspace(SearchableWorkspace):
     logged and listed in :attr:`skipped`: a session folder whose name or ``.session_id``
     does not decode, a corrupt index (moved to ``search.sqlite3.corrupt-<time>``, rebuilt).
     A ``SessionLease`` (:meth:`acquire_lease`); ``save_state`` is fenced like PostgreSQL's.
+
+    ``read_only=True`` opens an existing workspace to look at it (``contextfold inspect``):
+    nothing is created, repaired or indexed, every write raises ``WorkspaceError``, and
+    search reads the index without writing (see ``_index_ro``; none if it is missing).
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self, workdir: str | os.PathLike[str], *, fsync: bool = True, read_only: bool = False
+    ) -> None:
         self._given = os.path.abspath(workdir)
         self._root = ""
         self._root_fd: int | None = None
         """The workdir, opened once: every path is opened relative to it."""
         self._fsync = fsync
+        self._read_only = read_only
         self._index: SideIndex | None = None
         self._skipped: dict[str, SkippedEntry] = {}
         self._leases = LocalLeases(lambda: self._dir)
@@ -125,6 +136,9 @@ class LocalWorkspace(SearchableWorkspace):
         self._initialized = True
 
     def _init_sync(self) -> None:
+        if self._read_only:
+            self._open_read_only()
+            return
         if self._root_fd is None:
             make_parents(self._given)
             self._root_fd, self._root = hold_root(self._given)
@@ -148,6 +162,17 @@ class LocalWorkspace(SearchableWorkspace):
         if self._root_fd is None:
             raise WorkspaceError("LocalWorkspace is not initialized; call `await initialize()`")
         return self._root_fd
+
+    def _open_read_only(self) -> None:
+        if not os.path.isdir(self._given):
+            raise WorkspaceError(f"{self._given}: no such workspace directory")
+        if self._root_fd is None:
+            self._root_fd, self._root = hold_root(self._given)
+            weakref.finalize(self, os.close, self._root_fd)
+
+    def _writable(self) -> None:
+        if self._read_only:
+            raise WorkspaceError(f"{self._given} was opened read-only; nothing is written")
 
     async def close(self) -> None:
         """Close the search index."""
@@ -189,6 +214,7 @@ class LocalWorkspace(SearchableWorkspace):
     # -- writing ---------------------------------------------------------------------------
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._append_sync, skey, session_id, CONTEXT_FILE, payload)
 
     def _append_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -210,6 +236,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(fd)  # releases the lock
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        self._writable()
         return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
 
     def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
@@ -236,6 +263,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(dfd)
 
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._put_data_sync, skey, session_id, name, payload)
 
     def _put_data_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -258,6 +286,7 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(ddfd)
 
     async def _save_state(self, skey: str, session_id: str, state: bytes) -> None:
+        self._writable()
         await asyncio.to_thread(self._save_state_sync, skey, session_id, state)
 
     def _save_state_sync(self, skey: str, session_id: str, state: bytes) -> None:
@@ -290,6 +319,10 @@ class LocalWorkspace(SearchableWorkspace):
         parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
         return read_file(self._dir, parts, item.name)
 
+    async def _open(self, item: ItemPath) -> BinaryIO | None:
+        parts = ("data",) if item.session_key is None else ("sessions", item.session_key)
+        return await asyncio.to_thread(open_reader, self._dir, parts, item.name)
+
     async def _load_state(self, skey: str) -> bytes | None:
         return await asyncio.to_thread(read_file, self._dir, ("sessions", skey), _STATE)
 
@@ -297,16 +330,21 @@ class LocalWorkspace(SearchableWorkspace):
         return await asyncio.to_thread(self._sessions_sync)
 
     def _sessions_sync(self) -> list[str]:
-        sfd = open_dir(self._dir, "sessions")
+        keys = [k for k in self._session_keys() if not k.startswith(".")]
+        return [sid for sid in map(self._listed_id, keys) if sid is not None]
+
+    def _session_keys(self) -> list[str]:
+        """The directory names under ``sessions`` (none when a read-only workspace lacks it)."""
         try:
-            keys = [
-                e.name
-                for e in os.scandir(sfd)
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            ]
+            sfd = open_dir(self._dir, "sessions")
+        except FileNotFoundError:
+            if not self._read_only:
+                raise
+            return []
+        try:
+            return [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
         finally:
             os.close(sfd)
-        return [sid for sid in map(self._listed_id, keys) if sid is not None]
 
     def _session_id(self, skey: str) -> str:
         if is_capped(skey):
@@ -345,14 +383,7 @@ class LocalWorkspace(SearchableWorkspace):
         return await asyncio.to_thread(self._items_sync, skey)
 
     def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
-        if skey is None:
-            sfd = open_dir(self._dir, "sessions")
-            try:
-                keys = [e.name for e in os.scandir(sfd) if e.is_dir(follow_symlinks=False)]
-            finally:
-                os.close(sfd)
-        else:
-            keys = [skey]
+        keys = self._session_keys() if skey is None else [skey]
         out: list[tuple[ItemPath, int, str | None]] = []
         data_names: set[str] = set()
         for key in keys:
@@ -380,7 +411,12 @@ class LocalWorkspace(SearchableWorkspace):
                 out.append((item, st.st_size, sid))
             if refs:
                 data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
-        ddfd = open_dir(self._dir, "data")
+        try:
+            ddfd = open_dir(self._dir, "data")
+        except FileNotFoundError:
+            if not self._read_only:
+                raise
+            return out
         try:
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
@@ -399,6 +435,7 @@ class LocalWorkspace(SearchableWorkspace):
     # -- purge -----------------------------------------------------------------------------
 
     async def _purge(self, skey: str) -> None:
+        self._writable()
         await asyncio.to_thread(self._purge_sync, skey)
 
     def _purge_sync(self, skey: str) -> None:
@@ -461,9 +498,13 @@ class LocalWorkspace(SearchableWorkspace):
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
-        assert self._index is not None
+        if self._index is not None:
+            query = self._index.query
+        else:  # read-only: the index as it is, if there is one
+            path = os.path.join(self._root, INDEX_FILE)
+            query = functools.partial(query_read_only, path)
         try:
-            hits = self._index.query(terms, skey, limit, time.monotonic() + deadline.left())
+            hits = query(terms, skey, limit, time.monotonic() + deadline.left())
         except TimeoutError:
             raise deadline.expired() from None
         kept = []

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
@@ -34,6 +35,7 @@ __all__ = [
     "make_private",
     "open_dir",
     "open_file",
+    "open_reader",
     "raise_unsafe",
     "read_file",
     "repair_tail",
@@ -155,6 +157,22 @@ def read_file(root: str | int, parts: tuple[str, ...], name: str) -> bytes | Non
             return f.read()
     finally:
         os.close(fd)
+
+
+def open_reader(root: str | int, parts: tuple[str, ...], name: str) -> BinaryIO | None:
+    """A buffered reader of ``root/parts.../name`` (the caller closes it), ``None`` if it
+    does not exist: for reading a window of a large file without loading it."""
+    try:
+        dfd = open_dir(root, *parts)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = open_file(dfd, name, READ, "/".join((*parts, name)))
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(dfd)
+    return os.fdopen(fd, "rb")
 
 
 def stat_entries(dir_fd: int) -> list[tuple[str, os.stat_result]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -9,10 +11,14 @@ from collections.abc import Callable
 
 from . import _fts
 from ._grep import Deadline, off_loop
+from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath, tool_file
 from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 __all__ = ["MemoryWorkspace"]
+
+_OFF_LOOP_SESSIONS = 1_000
+"""Listings of more sessions than this are made in a worker thread."""
 
 
 class MemoryWorkspace(SearchableWorkspace):
@@ -43,24 +49,41 @@ class MemoryWorkspace(SearchableWorkspace):
     async def initialize(self) -> None:
         """Nothing to create."""
 
+    # Large writes, reads and listings run in a worker thread: a 100 MB tool result takes
+    # a second to index, and 100,000 sessions half a second to list. Small ones stay on
+    # the loop, where they cost less than the hop (and take the same loop turns each run).
+
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
+        if len(payload) > OFF_LOOP_BYTES:
+            await asyncio.to_thread(self._append_sync, skey, session_id, payload)
+        else:
+            self._append_sync(skey, session_id, payload)
+
+    def _append_sync(self, skey: str, session_id: str, payload: bytes) -> None:
+        docs = context_docs(payload, 0)  # outside the lock, which readers on the loop take
         with self._lock:
             self._ids.setdefault(skey, session_id)
             self._context.setdefault(skey, bytearray()).extend(payload)
-            docs = context_docs(payload, self._lines.get(skey, 0))
-            lines = self._lines[skey] = self._lines.get(skey, 0) + len(docs)
+            start = self._lines.get(skey, 0)
+            docs = [dataclasses.replace(d, line=start + d.line) for d in docs]
+            lines = self._lines[skey] = start + len(docs)
             self._pending.append(lambda c: _indexed(c, skey, CONTEXT_FILE, docs, lines))
         self._try_index()
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        if len(body) > OFF_LOOP_BYTES:
+            return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
+        return self._put_tool_sync(skey, session_id, tkey, body)
+
+    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        body, doc = bytes(body), tool_doc(body)
         with self._lock:
             self._ids.setdefault(skey, session_id)
             tools = self._tools.setdefault(skey, {})
             name = tool_file(tkey)
             while name in tools:
                 name = tool_file(tkey, unique=True)
-            tools[name] = bytes(body)
-            doc = tool_doc(body)
+            tools[name] = body
             self._pending.append(lambda c: _indexed(c, skey, name, [doc], 1))
         self._try_index()
         return name
@@ -72,6 +95,13 @@ class MemoryWorkspace(SearchableWorkspace):
             self._data.setdefault(name, bytes(payload))
 
     async def _get(self, item: ItemPath) -> bytes | None:
+        if item.kind == "context" and len(self._context.get(item.session_key or "", b"")) > (
+            OFF_LOOP_BYTES
+        ):  # copied: the log grows in place
+            return await asyncio.to_thread(self._get_sync, item)
+        return self._get_sync(item)
+
+    def _get_sync(self, item: ItemPath) -> bytes | None:
         with self._lock:
             if item.kind == "data":
                 return self._data.get(item.name)
@@ -85,6 +115,11 @@ class MemoryWorkspace(SearchableWorkspace):
             return list(self._ids.values())
 
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        if skey is None and len(self._ids) > _OFF_LOOP_SESSIONS:
+            return await asyncio.to_thread(self._items_sync, skey)
+        return self._items_sync(skey)
+
+    def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         with self._lock:
             keys = list(self._ids) if skey is None else [skey]
             out: list[tuple[ItemPath, int, str | None]] = []

@@ -35,6 +35,9 @@ class GrepMatch:
     line: str
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+    path: str | None = None
+    """The canonical workspace-relative path of ``ref`` (``None`` from a reader that does
+    not say; the ``Grep`` tool then looks it up)."""
 
 
 @dataclass(frozen=True)
