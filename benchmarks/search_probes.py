@@ -154,8 +154,8 @@ async def build() -> list[OutsideProbe]:
         placed = [(i, where[m.id]) for i, m in enumerate(msgs) if m.id in where]
         targets: dict[tuple[str, str], tuple[int, tuple[str, int]]] = {}
         for index, at in placed:
-            for fact in _facts(texts[at]):
-                targets.setdefault(fact, (index, at))
+            for found in _facts(texts[at]):
+                targets.setdefault(found, (index, at))
         task = msgs[0].text if msgs and msgs[0].role == "user" else ""
         for (kind, fact), (index, at) in targets.items():
             refs: list[tuple[str, str]] = []
