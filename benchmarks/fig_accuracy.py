@@ -1,11 +1,8 @@
 """Figure 2: token counts against provider truth, and tokenizer parity.
 
-(a) Provider truth: every recorded call of the 44 SWE-bench runs carries the
-    ``prompt_tokens`` the provider reported (Gemini 3 Pro through OpenRouter, Gemini's own
-    tokenizer). Each call's count is predicted from its messages as a running agent would
-    have it: contextfold's ``CalibratedCounter`` over o200k, fed the reported usage of the
-    earlier calls of the same run; AgentScope's bytes/4 ``count_tokens`` on the same
-    messages. Errors from each run's third call on.
+(a) Prediction of each call's prompt tokens against the provider's reported count, with
+    the trivial estimate given the same anchor, by regime (call 1, call 2, calls 3 on,
+    after a compaction): :mod:`benchmarks.token_prediction`.
 (b) Whole requests with tools against a real llama.cpp server on loopback serving the
     embedded model: our ``LlamaTokenCounter`` (server framing) vs the server's reported
     ``prompt_tokens``, over replayed tau-bench requests.
@@ -26,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from . import _agentscope as agentscope_side
+from . import token_prediction
 from ._common import Options, o200k_count
-from ._data import REPO_ROOT, SWEBENCH_DIR, load_swebench, text_corpus
+from ._data import REPO_ROOT, text_corpus
 
 __all__ = ["run"]
 
@@ -99,89 +97,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-async def provider_truth(sessions: list[Any]) -> dict[str, list[float]]:
-    """Per-call relative errors (from each run's 3rd call) against the reported
-    ``prompt_tokens``: calibrated o200k, plain o200k, and AgentScope's bytes/4."""
-    from agentscope.message import AssistantMsg, SystemMsg, UserMsg
-
-    from contextfold.message import Msg, Usage
-    from contextfold.token import CalibratedCounter, OpenAITokenCounter
-
-    errors: dict[str, list[float]] = {"calibrated": [], "o200k": [], "agentscope": []}
-    for path in sorted(SWEBENCH_DIR.glob("*.traj.json")):
-        if path.name.removesuffix(".traj.json") not in {s.name for s in sessions}:
-            continue
-        raw = json.loads(path.read_text(encoding="utf-8"))["messages"]
-        counter = CalibratedCounter(OpenAITokenCounter("o200k_base"))
-        history: list[Msg] = []
-        theirs: list[Any] = []
-        calls = 0
-        for m in raw:
-            role, content = m["role"], m["content"]
-            if role == "assistant":
-                reported = _reported_prompt(m)
-                if reported:
-                    calls += 1
-                    predicted = counter.count_request(history) + counter.correction(history)
-                    estimate = await agentscope_side.estimate(theirs, None)
-                    if calls >= 3:
-                        errors["calibrated"].append((predicted - reported) / reported)
-                        errors["o200k"].append(
-                            (counter.count_request(history) - reported) / reported
-                        )
-                        errors["agentscope"].append((estimate - reported) / reported)
-                    counter.observe(history, (), Usage(input_tokens=reported))
-            history.append(Msg(role, content, role))
-            kind = {"system": SystemMsg, "user": UserMsg, "assistant": AssistantMsg}[role]
-            theirs.append(kind(name=role, content=content))
-    return errors
-
-
-def _reported_prompt(message: dict[str, Any]) -> int:
-    """The ``prompt_tokens`` the provider reported for the call that produced ``message``."""
-    import ast
-
-    extra = message.get("extra")
-    if isinstance(extra, str):
-        try:
-            extra = ast.literal_eval(extra)
-        except (ValueError, SyntaxError):
-            return 0
-    usage = (extra or {}).get("response", {}).get("usage") if isinstance(extra, dict) else None
-    return int(usage.get("prompt_tokens") or 0) if isinstance(usage, dict) else 0
-
-
 async def _truth_section(opts: Options) -> str:
-    sessions = load_swebench(limit=6 if opts.quick else None)
-    errors = await provider_truth(sessions)
-    rows = []
-    labels = {
-        "calibrated": "contextfold (`CalibratedCounter` over o200k, fed earlier calls' usage)",
-        "o200k": "o200k alone, no calibration",
-        "agentscope": "AgentScope 2.0.11 (`count_tokens`, bytes/4)",
-    }
-    for key, label in labels.items():
-        abs_errs = [abs(e) for e in errors[key]]
-        rows.append(
-            f"| {label} | {len(abs_errs)} | {100 * _percentile(abs_errs, 0.5):.2f}% | "
-            f"{100 * _percentile(abs_errs, 0.95):.2f}% | {100 * max(abs_errs, default=0):.1f}% |"
-        )
-    calibrated = [abs(e) for e in errors["calibrated"]]
-    median, p95 = _percentile(calibrated, 0.5), _percentile(calibrated, 0.95)
-    verdict = (
-        f"Targets (median <= 0.5%, p95 <= 2%): median {100 * median:.2f}% "
-        f"({'met' if median <= 0.005 else 'MISSED'}), p95 {100 * p95:.2f}% "
-        f"({'met' if p95 <= 0.02 else 'MISSED'})."
-    )
+    """(a), from :mod:`benchmarks.token_prediction` (its docstring has the rules)."""
+    limit = 6 if opts.quick else None
     return (
-        f"**(a) Provider truth** ({len(sessions)} SWE-bench runs, every call from the third "
-        "on; truth = the `prompt_tokens` Gemini reported): absolute relative error of the "
-        "count of the call's request.\n\n"
-        "| counter | calls | median | p95 | worst |\n|---|---:|---:|---:|---:|\n"
-        + "\n".join(rows)
-        + "\n\n"
-        + verdict
-        + "\n"
+        "**(a) Provider truth** (the 44 SWE-bench runs, Gemini 3 Pro through OpenRouter; "
+        "truth = the `prompt_tokens` it reported; these runs never compress): absolute "
+        "error on the whole prompt and on the new tokens alone (error / growth since the "
+        "previous call), by regime.\n\n"
+        + token_prediction.table(token_prediction.provider_calls(limit))
+        + "\n**(a') After compactions** (the same runs replayed through the engine at "
+        "`context_size=16000`, extractive summarizer; truth = llama.cpp's token count of "
+        "the embedded SmolLM2-135M's prompt for each request, no provider involved):\n\n"
+        + token_prediction.table(token_prediction.compaction_calls(limit))
     )
 
 

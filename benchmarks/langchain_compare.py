@@ -35,8 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._data import FINAL_TEXT, Session, load_swebench
+from ._data import FINAL_TEXT, SWEBENCH_DIR, Session, load_swebench
 from ._grader import FACT_KINDS, Grade, SentRequest, grade
+from ._whole_run import Retention, grade_whole_run, load_recording, view_from_texts
 from .fig_retention import wire_text
 
 _GAVE_UP = "Previous conversation was too long to summarize"
@@ -131,16 +132,26 @@ def _middleware(
     compressions: list[int],
     log: list[Any],
 ) -> Any:
-    if system == "langchain":
+    if system == "drop-oldest":
+        return _drop_oldest(int(0.8 * context_size), compressions, log)
+    if system == "langchain-clear":
+        from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+
+        # its documented edit, the trigger scaled to this window (its default is 100,000)
+        return ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=int(0.8 * context_size))])
+    if system.startswith("langchain"):
         from langchain.agents.middleware import SummarizationMiddleware
         from langchain_openai import ChatOpenAI
 
+        # 4000 is its default; ``None`` is what its docs say to pass to skip the trimming
+        trim = 4000 if system == "langchain" else None
         if base_url is None:
             return SummarizationMiddleware(
                 ChatOpenAI(model="unused", api_key="unused"),  # for its counter; never called
                 summarizer=_extractive_text,
                 trigger=("tokens", int(0.8 * context_size)),
                 keep=("tokens", int(0.1 * context_size)),
+                trim_tokens_to_summarize=trim,
             )
         model = ChatOpenAI(
             model="smollm2",
@@ -154,6 +165,7 @@ def _middleware(
             model,
             trigger=("tokens", int(0.8 * context_size)),
             keep=("tokens", int(0.1 * context_size)),
+            trim_tokens_to_summarize=trim,
         )
     from contextfold.context import (
         CompressionEvent,
@@ -199,6 +211,39 @@ def _middleware(
         config=ContextConfig(tool_result_limit=context_size // 4),
         on_event=on_event,
     )
+
+
+def _drop_oldest(budget: int, compressions: list[int], log: list[Any]) -> Any:
+    """The trivial strategy: the task and the newest messages that fit ``budget`` tokens
+    (LangChain's own approximate counter), oldest dropped first; never a tool result
+    without its call. The agent's state keeps everything; only the request is cut."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import ToolMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    dropped = [0]
+
+    def cut(messages: list[Any]) -> list[Any]:
+        head, tail = messages[:1], list(messages[1:])
+        start = 0
+        while start < len(tail) and count_tokens_approximately(head + tail[start:]) > budget:
+            start += 1
+        while start < len(tail) and isinstance(tail[start], ToolMessage):
+            start += 1
+        if start > dropped[0]:
+            compressions.append(len(log))  # the next request is the first after it
+        dropped[0] = start
+        return head + tail[start:]
+
+    class DropOldest(AgentMiddleware):  # type: ignore[type-arg]
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request.override(messages=cut(request.messages)))
+
+    return DropOldest()
+
+
+def _cleared(request: list[dict[str, Any]]) -> int:
+    return sum(1 for m in request if m.get("role") == "tool" and m.get("content") == "[cleared]")
 
 
 def _langchain_compressions(requests: list[list[dict[str, Any]]]) -> list[int]:
@@ -267,13 +312,20 @@ async def run_one(
             parameters={"type": "object", "properties": {"command": {"type": "string"}}},
         )
     ]
-    if system == "langchain":
+    if system == "langchain-clear":
+        compressions = [
+            i for i in range(1, len(requests)) if _cleared(requests[i]) > _cleared(requests[i - 1])
+        ]
+        failed = 0
+    elif system.startswith("langchain"):
         compressions = _langchain_compressions(requests)
         failed = sum(
             1
             for i in compressions
             if any(_GAVE_UP in str(m.get("content", "")) for m in requests[i][:3])
         )
+    elif system == "drop-oldest":
+        failed = 0
     else:
         failed = compressions.count(-1)
         compressions = [i for i in compressions if i >= 0]
@@ -337,13 +389,44 @@ def _retention_cell(g: Grade) -> str:
 
 HEADER = (
     "| system | runs | requests | over the window | orphaned tool messages | tokens sent "
-    "| median peak | compressions | of which no summary | retention |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| median peak | compressions | of which no summary "
+    "| retention over the whole run (kept / graded) "
+    "| retention in the next request's summary (kept / graded) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 LABELS = {
-    "langchain": "LangChain `SummarizationMiddleware`",
+    "drop-oldest": "drop oldest (trivial: the task and the newest messages under the trigger)",
+    "langchain": "LangChain `SummarizationMiddleware`, default `trim_tokens_to_summarize=4000`",
+    "langchain-full": "LangChain `SummarizationMiddleware(trim_tokens_to_summarize=None)`",
+    "langchain-clear": "LangChain `ContextEditingMiddleware(edits=[ClearToolUsesEdit(...)])`",
     "contextfold": "`ContextfoldMiddleware`",
 }
+SYSTEMS = tuple(LABELS)
+
+
+def whole_run(results: list[dict[str, Any]], system: str) -> Retention:
+    """Whole-run retention (``benchmarks/_whole_run.py``): a fact of a compressed message is
+    lost if any later request lacks it, wherever in the request."""
+    total = Retention()
+    for r in results:
+        if r["system"] != system:
+            continue
+        recording = load_recording(SWEBENCH_DIR / f"{r['run']}.traj.json")
+        views = [
+            view_from_texts(s.step, [s.rest], [s.summary] if s.summary else [])
+            for s in sent_requests(r["wire"], r["compressions_at"])
+        ]
+        total.add(grade_whole_run(recording, views))
+    return total
+
+
+def _whole_run_cell(r: Retention) -> str:
+    cells = []
+    for kind in ("paths", "commands", "error lines"):
+        rate = r.kept_rate(kind)
+        shown = "n/a" if rate is None else f"{100 * rate:.1f}%"
+        cells.append(f"{kind} {shown} ({r.graded[kind] - r.lost[kind]}/{r.graded[kind]})")
+    return ", ".join(cells)
 
 
 def table(results: list[dict[str, Any]], context_size: int = 16_000) -> str:
@@ -351,6 +434,8 @@ def table(results: list[dict[str, Any]], context_size: int = 16_000) -> str:
     rows = [HEADER]
     for system, label in LABELS.items():
         mine = [r for r in results if r["system"] == system]
+        if not mine:
+            continue
         cells = [
             label,
             str(len(mine)),
@@ -361,6 +446,7 @@ def table(results: list[dict[str, Any]], context_size: int = 16_000) -> str:
             f"{statistics.median([r['peak'] for r in mine] or [0]):,.0f}",
             str(sum(len(r["compressions_at"]) for r in mine)),
             str(sum(r["failed_summaries"] for r in mine)),
+            _whole_run_cell(whole_run(results, system)),
             _retention_cell(retention(results, system, context_size)),
         ]
         rows.append("| " + " | ".join(cells) + " |")
@@ -374,7 +460,7 @@ async def main_async(args: argparse.Namespace, log: Path) -> list[dict[str, Any]
 
     async def go(url: str | None) -> None:
         for session in sessions:
-            for system in ("langchain", "contextfold"):
+            for system in args.systems.split(","):
                 result = await run_one(session, system, url, args.context_size)
                 results.append(result)
                 print(
@@ -406,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=None, help="the first N runs (default: all 44)")
     parser.add_argument("--context-size", type=int, default=16_000)
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}"
+    )
     parser.add_argument("--summarizer", choices=["local", "extractive"], default="local")
     parser.add_argument("--base-url", help="a running llama.cpp server (default: start one)")
     parser.add_argument(

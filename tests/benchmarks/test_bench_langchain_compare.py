@@ -43,3 +43,29 @@ def test_after_a_compression_the_leading_user_messages_are_the_summary() -> None
     assert "be brief" in second.rest
     assert second.step == 1
     assert second.kept_steps == 1
+
+
+def test_the_whole_run_grader_separates_dropping_the_oldest_from_contextfold() -> None:
+    """On the first two runs, in one real ``create_agent`` loop each: dropping the oldest
+    messages keeps about a tenth of the compressed commands over the rest of the run, the
+    contextfold middleware about two thirds; neither sends an orphaned tool message."""
+    import argparse
+    import asyncio
+    from pathlib import Path
+
+    from benchmarks.langchain_compare import main_async, whole_run
+
+    args = argparse.Namespace(
+        runs=2,
+        base_url=None,
+        summarizer="extractive",
+        context_size=16_000,
+        systems="drop-oldest,contextfold",
+    )
+    results = asyncio.run(main_async(args, Path("unused.log")))
+    assert all(r["orphaned_tool_messages"] == 0 for r in results)
+    trivial = whole_run(results, "drop-oldest").kept_rate("commands")
+    ours = whole_run(results, "contextfold").kept_rate("commands")
+    assert trivial is not None
+    assert ours is not None
+    assert ours - trivial >= 0.3
