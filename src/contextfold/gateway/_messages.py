@@ -1,0 +1,112 @@
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens`` with Anthropic's
+``context_management`` emulated for any upstream.
+
+The client's body is edited as the edits say and sent without the field (and without its
+beta in ``anthropic-beta``, which strict upstreams reject along with it); the answer gains
+``context_management.applied_edits`` (on the final ``message_delta`` when streaming).
+With pass-through configured, both routes are relayed unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ._apply import EditOutcome, apply_context_management
+from ._body import BodyError, read_body, read_json
+from ._disconnect import ClientGone, race_disconnect
+from ._edits import EditError
+from ._errors import error_response
+from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back
+from ._relay import RelayResponse, upstream_chunks
+from ._sse import add_context_management, error_event
+from ._upstream import UpstreamFailure, relayed_headers
+
+__all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
+
+CONTEXT_MANAGEMENT_BETAS = frozenset({"context-management-2025-06-27", "compact-2026-01-12"})
+"""Betas that go with the field: removed from ``anthropic-beta`` when the field is."""
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Response:
+    """The request read and its edits applied, or the error response to give."""
+    gateway = gateway_of(request)
+    try:
+        data = read_json(await read_body(request, gateway.config.max_body_bytes))
+        if not isinstance(data.get("messages"), list):
+            raise BodyError(400, "messages: expected a list of messages")
+        return apply_context_management(data, gateway.counter, compaction=compaction)
+    except BodyError as exc:
+        return error_response("anthropic", exc.status, exc.message)
+    except EditError as exc:
+        return error_response("anthropic", 400, str(exc))
+
+
+async def messages(request: Request) -> Response:
+    """Create a message, with the request's context edits applied here."""
+    gateway = gateway_of(request)
+    if gateway.config.passes_context_management:
+        return await relay(request, "anthropic")
+    outcome = await _edited(request, compaction=True)
+    if isinstance(outcome, Response):
+        return outcome
+    for entry in outcome.applied_edits:
+        gateway.metrics.edits[str(entry["type"])] += 1
+    gateway.metrics.tokens_saved += outcome.tokens_saved
+    betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
+    opened = await open_upstream(request, _dumps(outcome.body), "anthropic", drop_betas=betas)
+    if isinstance(opened, Response):
+        return opened
+    if opened.status_code >= 400 or not outcome.requested:
+        return stream_back(request, opened, "anthropic")
+    field = outcome.response_field()
+    if opened.headers.get("content-type", "").startswith("text/event-stream"):
+        chunks = upstream_chunks(
+            opened, lambda kind: error_event("api_error", f"the upstream failed ({kind})")
+        )
+        return RelayResponse(
+            add_context_management(chunks, field),
+            upstream=opened,
+            metrics=gateway.metrics,
+            status_code=opened.status_code,
+            headers=relayed_headers(opened.headers),
+        )
+    try:
+        raw = await race_disconnect(request.receive, lambda: gateway.upstream.read(opened))
+    except UpstreamFailure as failure:
+        return error_response("anthropic", failure.status, failure.message)
+    except ClientGone:
+        gateway.metrics.upstream_errors["cancelled"] += 1
+        return Response(status_code=CLIENT_GONE)
+    headers = relayed_headers(opened.headers)
+    try:
+        answer = json.loads(raw)
+    except json.JSONDecodeError:
+        return Response(raw, status_code=opened.status_code, headers=headers)
+    if isinstance(answer, dict) and answer.get("type") == "message":
+        answer["context_management"] = field
+        raw = _dumps(answer)
+    return Response(raw, status_code=opened.status_code, headers=headers)
+
+
+async def count_tokens(request: Request) -> Response:
+    """The input tokens of what ``/v1/messages`` would send after the edits, counted by
+    the gateway's counter (named in the ``x-contextfold-counter`` header)."""
+    gateway = gateway_of(request)
+    if gateway.config.passes_context_management:
+        return await relay(request, "anthropic")
+    outcome = await _edited(request, compaction=False)
+    if isinstance(outcome, Response):
+        return outcome
+    result: dict[str, Any] = {"input_tokens": outcome.input_tokens}
+    if outcome.requested:
+        result["context_management"] = {"original_input_tokens": outcome.original_input_tokens}
+    name = str(getattr(gateway.counter, "name", type(gateway.counter).__name__))
+    return JSONResponse(result, headers={"x-contextfold-counter": name})
