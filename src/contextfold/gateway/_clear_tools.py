@@ -3,11 +3,14 @@
 A pure function of the request: the same history gives the same bytes. The tool use and
 its result stay paired (ids, names and block types are kept; only the result's content,
 and with ``clear_tool_inputs`` the use's input, are replaced). Tools named in
-``exclude_tools`` are never cleared and do not count toward ``keep``.
+``exclude_tools`` are never cleared and do not count toward ``keep``. A result no longer
+than the placeholder is left as it is (replacing it would grow the prompt); a use counts
+as cleared when its result or its input was replaced.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +50,11 @@ def _uses_and_results(messages: list[Any]) -> tuple[list[_Use], dict[str, list[t
     return uses, results
 
 
+def _longer_than_placeholder(content: Any) -> bool:
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return len(text) > len(CLEARED_RESULT)
+
+
 def clear_tool_uses(
     messages: list[Any], edit: ClearToolUses, tally: Tally
 ) -> tuple[list[Any], dict[str, Any] | None]:
@@ -72,13 +80,22 @@ def clear_tool_uses(
             edited[i] = list(_blocks(messages[i]))
         return edited[i]
 
+    cleared = 0
     for use in chosen:
+        changed = False
         for i, j in results[use.id]:
-            blocks = block_list(i)
-            blocks[j] = {**blocks[j], "content": CLEARED_RESULT}
-        if edit.clears_input_of(use.name):
+            if _longer_than_placeholder(messages[i]["content"][j].get("content")):
+                blocks = block_list(i)
+                blocks[j] = {**blocks[j], "content": CLEARED_RESULT}
+                changed = True
+        call = messages[use.message]["content"][use.block]
+        if edit.clears_input_of(use.name) and call.get("input") != {}:
             blocks = block_list(use.message)
             blocks[use.block] = {**blocks[use.block], "input": {}}
+            changed = True
+        cleared += changed
+    if not cleared:
+        return messages, None
     out = list(messages)
     counts: dict[int, int] = {}
     saved = 0
@@ -91,7 +108,7 @@ def clear_tool_uses(
     tally.update(counts)
     applied = {
         "type": CLEAR_TOOL_USES,
-        "cleared_tool_uses": len(chosen),
-        "cleared_input_tokens": max(saved, 0),
+        "cleared_tool_uses": cleared,
+        "cleared_input_tokens": saved,
     }
     return out, applied
