@@ -158,7 +158,11 @@ def check_anthropic_event_order(events: list[tuple[str, dict[str, Any]]]) -> Non
             kind = open_block["content_block"]["type"]
             assert (
                 data["delta"]["type"]
-                == {"text": "text_delta", "tool_use": "input_json_delta"}[kind]
+                == {
+                    "text": "text_delta",
+                    "tool_use": "input_json_delta",
+                    "compaction": "compaction_delta",
+                }[kind]
             )
         elif name == "content_block_stop":
             assert open_block is not None

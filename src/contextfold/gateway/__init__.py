@@ -1,6 +1,7 @@
 """``contextfold serve``: a gateway that gives any Anthropic-compatible upstream Anthropic's
-``context_management`` (tool-result and thinking clearing, ``count_tokens`` after edits),
-relays everything else unchanged, and exports Prometheus metrics.
+``context_management`` (tool-result and thinking clearing, threshold compaction,
+``count_tokens`` after edits), relays everything else unchanged, and exports Prometheus
+metrics.
 
 Needs the ``gateway`` extra (``pip install 'contextfold[gateway]'``): Starlette, uvicorn
 and httpx.
@@ -8,6 +9,7 @@ and httpx.
 
 from ._apply import EditOutcome, apply_context_management
 from ._clear_tools import CLEARED_RESULT
+from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, apply_blocks, compact
 from ._config import GatewayConfig
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
 
@@ -21,13 +23,18 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "CLEARED_RESULT",
+    "SUMMARY_PREFIX",
     "ClearThinking",
     "ClearToolUses",
     "Compact",
+    "CompactionDone",
     "EditError",
     "EditOutcome",
     "GatewayConfig",
+    "PendingCompaction",
+    "apply_blocks",
     "apply_context_management",
+    "compact",
     "create_app",
     "parse_edits",
     "serve",

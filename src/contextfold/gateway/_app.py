@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..context import ExtractiveSummarizer, Summarizer
 from ..token import AnthropicEstimator, TokenCounter
 from ._config import GatewayConfig
 from ._messages import count_tokens, messages
@@ -76,11 +77,18 @@ class _CountRequests:
             self.metrics.request(route, status)
 
 
-def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None) -> Starlette:
+def create_app(
+    config: GatewayConfig,
+    *,
+    counter: TokenCounter | None = None,
+    summarizer: Summarizer | None = None,
+) -> Starlette:
     """The gateway as an ASGI app (serve it with any ASGI server, e.g. uvicorn).
 
     ``counter`` counts input tokens for the edits' triggers, ``applied_edits`` and
     ``count_tokens``; by default :class:`~contextfold.token.AnthropicEstimator`.
+    ``summarizer`` writes the summary of ``compact_20260112``; by default
+    :class:`~contextfold.context.ExtractiveSummarizer` (no model call, deterministic).
     """
     metrics = Metrics()
     gateway = Gateway(
@@ -88,6 +96,7 @@ def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None) ->
         upstream=Upstream(config, metrics),
         metrics=metrics,
         counter=counter if counter is not None else AnthropicEstimator(),
+        summarizer=summarizer if summarizer is not None else ExtractiveSummarizer(),
     )
 
     @asynccontextmanager

@@ -8,8 +8,9 @@ from typing import Any
 from ..token import TokenCounter
 from ._clear_thinking import clear_thinking
 from ._clear_tools import clear_tool_uses
+from ._compaction import PendingCompaction, apply_blocks
 from ._count import Tally
-from ._edits import COMPACT, ClearThinking, ClearToolUses, Compact, EditError, parse_edits
+from ._edits import ClearThinking, ClearToolUses, Compact, parse_edits
 
 __all__ = ["EditOutcome", "apply_context_management"]
 
@@ -25,6 +26,8 @@ class EditOutcome:
     input_tokens: int
     requested: bool
     """Whether the request carried ``context_management`` (else nothing is reported)."""
+    compaction: PendingCompaction | None = None
+    """A compaction the trigger asks for, to run before sending (``compact``)."""
 
     @property
     def tokens_saved(self) -> int:
@@ -40,28 +43,32 @@ def apply_context_management(
     body: dict[str, Any], counter: TokenCounter, *, compaction: bool = True
 ) -> EditOutcome:
     """Apply ``body["context_management"]`` in order, each edit on the result of the ones
-    before it; ``EditError`` if the field is malformed or asks for what is not emulated.
-    ``compaction=False`` (token counting) skips compaction, which counting never runs."""
+    before it, after the compaction blocks already in the history; ``EditError`` if the
+    field is malformed. A compaction the trigger asks for is returned as
+    ``EditOutcome.compaction`` (it needs I/O: :func:`compact` runs it, after the clearing
+    edits whatever their order). ``compaction=False`` (token counting) never asks for one."""
     requested = "context_management" in body
     edits = parse_edits(body["context_management"]) if requested else ()
     out = {k: v for k, v in body.items() if k != "context_management"}
-    tally = Tally(counter, out)
-    original = tally.total
     messages = out.get("messages")
     if not isinstance(messages, list):
-        return EditOutcome(out, (), original, original, requested)
+        tally = Tally(counter, out)
+        return EditOutcome(out, (), tally.total, tally.total, requested)
+    messages = apply_blocks(messages)
+    out["messages"] = messages
+    tally = Tally(counter, out)
+    original = tally.total
     applied: list[dict[str, Any]] = []
+    pending: PendingCompaction | None = None
     for edit in edits:
-        entry: dict[str, Any] | None
+        entry: dict[str, Any] | None = None
         if isinstance(edit, ClearThinking):
             messages, entry = clear_thinking(messages, edit, tally)
         elif isinstance(edit, ClearToolUses):
             messages, entry = clear_tool_uses(messages, edit, tally)
-        elif isinstance(edit, Compact):
-            if not compaction:
-                continue
-            raise EditError(f"{COMPACT} is not emulated by this gateway yet")
+        elif isinstance(edit, Compact) and compaction and tally.total > edit.trigger_value:
+            pending = PendingCompaction(edit, tuple(messages))
         if entry is not None:
             applied.append(entry)
     out["messages"] = messages
-    return EditOutcome(out, tuple(applied), original, tally.total, requested)
+    return EditOutcome(out, tuple(applied), original, tally.total, requested, pending)

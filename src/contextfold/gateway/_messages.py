@@ -17,9 +17,12 @@ from starlette.responses import JSONResponse, Response
 
 from ._apply import EditOutcome, apply_context_management
 from ._body import BodyError, read_body, read_json
+from ._compaction import CompactionDone, compact
+from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response
+from ._paused import paused_answer
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back
 from ._relay import RelayResponse, upstream_chunks
 from ._sse import add_context_management, error_event
@@ -60,19 +63,38 @@ async def messages(request: Request) -> Response:
     for entry in outcome.applied_edits:
         gateway.metrics.edits[str(entry["type"])] += 1
     gateway.metrics.tokens_saved += outcome.tokens_saved
+    body = outcome.body
+    field = outcome.response_field()
+    done: CompactionDone | None = None
+    if outcome.compaction is not None:
+        pending = outcome.compaction
+        try:
+            done = await race_disconnect(
+                request.receive, lambda: compact(pending, gateway.summarizer)
+            )
+        except ClientGone:
+            gateway.metrics.upstream_errors["cancelled"] += 1
+            return Response(status_code=CLIENT_GONE)
+        gateway.metrics.compactions += 1
+        body = {**body, "messages": done.messages}
+        gateway.metrics.tokens_saved += max(
+            outcome.input_tokens - Tally(gateway.counter, body).total, 0
+        )
+        if pending.edit.pause_after_compaction:
+            return paused_answer(body, done, field)
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
-    opened = await open_upstream(request, _dumps(outcome.body), "anthropic", drop_betas=betas)
+    opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
         return opened
     if opened.status_code >= 400 or not outcome.requested:
         return stream_back(request, opened, "anthropic")
-    field = outcome.response_field()
+    compaction = (done.block, done.iteration) if done is not None else None
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
         chunks = upstream_chunks(
             opened, lambda kind: error_event("api_error", f"the upstream failed ({kind})")
         )
         return RelayResponse(
-            add_context_management(chunks, field),
+            add_context_management(chunks, field, compaction),
             upstream=opened,
             metrics=gateway.metrics,
             status_code=opened.status_code,
@@ -92,8 +114,21 @@ async def messages(request: Request) -> Response:
         return Response(raw, status_code=opened.status_code, headers=headers)
     if isinstance(answer, dict) and answer.get("type") == "message":
         answer["context_management"] = field
+        if done is not None:
+            _add_compaction(answer, done)
         raw = _dumps(answer)
     return Response(raw, status_code=opened.status_code, headers=headers)
+
+
+def _add_compaction(answer: dict[str, Any], done: CompactionDone) -> None:
+    """The compaction block first in ``content``; its iteration in ``usage.iterations``
+    (the top-level usage stays the upstream's: Anthropic excludes compaction from it)."""
+    content = answer.get("content")
+    answer["content"] = [done.block, *(content if isinstance(content, list) else [])]
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        message = {k: v for k, v in usage.items() if k != "iterations"}
+        usage["iterations"] = [done.iteration, {"type": "message", **message}]
 
 
 async def count_tokens(request: Request) -> Response:

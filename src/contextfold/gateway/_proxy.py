@@ -9,6 +9,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..context import Summarizer
 from ..token import TokenCounter
 from ._body import BodyError, read_body
 from ._config import GatewayConfig
@@ -33,6 +34,8 @@ class Gateway:
     upstream: Upstream
     metrics: Metrics
     counter: TokenCounter
+    summarizer: Summarizer
+    """Writes the summary of an emulated ``compact_20260112``."""
 
 
 def gateway_of(request: Request) -> Gateway:

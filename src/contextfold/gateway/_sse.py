@@ -12,7 +12,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-__all__ = ["SSEEvents", "add_context_management", "error_event", "event_name"]
+__all__ = [
+    "SSEEvents",
+    "add_context_management",
+    "compaction_events",
+    "encode_event",
+    "error_event",
+    "event_name",
+]
 
 
 class SSEEvents:
@@ -46,18 +53,58 @@ def event_name(event: bytes) -> str:
     return ""
 
 
-def _with_field(event: bytes, field: dict[str, Any]) -> bytes:
+def _data(event: bytes) -> Any:
     lines = event.rstrip(b"\n").split(b"\n")
     data = b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
     try:
-        payload = json.loads(data)
+        return json.loads(data)
     except json.JSONDecodeError:
-        return event
+        return None
+
+
+def encode_event(name: str, payload: dict[str, Any]) -> bytes:
+    """One event in the form Anthropic sends."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {text}\n\n".encode()
+
+
+def _with_field(event: bytes, field: dict[str, Any], iteration: dict[str, Any] | None) -> bytes:
+    payload = _data(event)
     if not isinstance(payload, dict) or "context_management" in payload:
         return event
     payload["context_management"] = field
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return b"event: message_delta\ndata: " + text.encode() + b"\n\n"
+    if iteration is not None and isinstance(payload.get("usage"), dict):
+        usage = payload["usage"]
+        usage["iterations"] = [iteration, {"type": "message", **usage}]
+    return encode_event("message_delta", payload)
+
+
+def _shifted(event: bytes, name: str) -> bytes:
+    payload = _data(event)
+    if not isinstance(payload, dict) or not isinstance(payload.get("index"), int):
+        return event
+    payload["index"] += 1
+    return encode_event(name, payload)
+
+
+def compaction_events(block: dict[str, Any]) -> list[bytes]:
+    """A compaction block as Anthropic streams it: a null start, one delta, a stop."""
+    delta = {
+        "type": "compaction_delta",
+        "content": block["content"],
+        "encrypted_content": block.get("encrypted_content"),
+    }
+    empty = {"type": "compaction", "content": None, "encrypted_content": None}
+    return [
+        encode_event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": empty},
+        ),
+        encode_event(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        ),
+        encode_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ]
 
 
 def error_event(kind: str, message: str) -> bytes:
@@ -67,23 +114,36 @@ def error_event(kind: str, message: str) -> bytes:
 
 
 async def add_context_management(
-    chunks: AsyncIterator[bytes], field: dict[str, Any]
+    chunks: AsyncIterator[bytes],
+    field: dict[str, Any],
+    compaction: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The stream of events from ``chunks``, the final ``message_delta`` carrying ``field``."""
+    """The stream of events from ``chunks``, the final ``message_delta`` carrying ``field``.
+
+    With ``compaction`` (the block and its ``usage.iterations`` entry) the block is
+    streamed first, right after ``message_start``, the upstream's blocks move up one
+    index, and the final ``message_delta``'s usage gains ``iterations``.
+    """
+    block, iteration = compaction if compaction is not None else (None, None)
     events = SSEEvents()
     held: bytes | None = None
     async for chunk in chunks:
         for event in events.feed(chunk):
             name = event_name(event)
             if held is not None and name != "ping":
-                yield _with_field(held, field) if name == "message_stop" else held
+                yield _with_field(held, field, iteration) if name == "message_stop" else held
                 held = None
             if name == "message_delta":
                 held = event
+            elif block is not None and name.startswith("content_block_"):
+                yield _shifted(event, name)
             else:
                 yield event
+                if block is not None and name == "message_start":
+                    for extra in compaction_events(block):
+                        yield extra
     if held is not None:
-        yield _with_field(held, field)
+        yield _with_field(held, field, iteration)
     rest = events.rest()
     if rest:
         yield rest
