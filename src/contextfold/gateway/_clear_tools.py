@@ -19,7 +19,7 @@ from ._edits import CLEAR_TOOL_USES, ClearToolUses
 
 __all__ = ["CLEARED_RESULT", "clear_tool_uses"]
 
-CLEARED_RESULT = "[Tool result cleared to save context. Call the tool again if it is needed.]"
+CLEARED_RESULT = "[Tool result cleared to save context]"
 """What a cleared result's content becomes."""
 
 
