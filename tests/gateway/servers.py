@@ -165,6 +165,25 @@ class ScriptedUpstream:
 
         return self.then(lambda _r, _x: StreamingResponse(chunks(), media_type="text/event-stream"))
 
+    def then_slow_stream(
+        self, events: list[tuple[str, dict[str, Any]]], gap: float
+    ) -> ScriptedUpstream:
+        """Stream ``events`` with ``gap`` seconds between them, noting if the gateway hangs
+        up before the end."""
+
+        async def chunks() -> Any:
+            finished = False
+            try:
+                for name, data in events:
+                    yield sse([(name, data)])
+                    await asyncio.sleep(gap)
+                finished = True
+            finally:
+                if not finished:
+                    self.disconnected.set()
+
+        return self.then(lambda _r, _x: StreamingResponse(chunks(), media_type="text/event-stream"))
+
     def then_hang(self, seconds: float) -> ScriptedUpstream:
         """Answer nothing for ``seconds``, noting if the gateway hangs up meanwhile."""
 

@@ -271,3 +271,50 @@ def test_metrics_count_requests_by_route_and_status_and_time_the_upstream(
     assert "contextfold_gateway_upstream_latency_seconds_count 1" in lines
     assert "# TYPE contextfold_gateway_tokens_saved_total counter" in lines
     assert json.dumps("x")  # the exposition is plain text, not JSON
+
+
+def test_a_client_that_leaves_a_stream_cancels_the_upstream_stream(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    from .servers import message_stream
+
+    # The upstream goes quiet after each event: the gateway must notice the client left
+    # while it waits, not at its next write.
+    upstream.then_slow_stream(message_stream("x" * 40), gap=5)
+    body = {
+        "model": MODEL,
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with httpx.stream(
+        "POST", f"{gateway}/v1/messages", json=body, headers={"x-api-key": SECRET}
+    ) as got:
+        first = next(got.iter_bytes())
+    assert first.startswith(b"event: message_start")
+    assert upstream.disconnected.wait(3), "the upstream stream kept running"
+
+
+def test_an_upstream_that_stalls_mid_stream_ends_it_with_an_error_event(
+    start_gateway: GatewayFactory, upstream: ScriptedUpstream
+) -> None:
+    from .servers import message_stream
+
+    url = start_gateway(timeout=0.5)
+    upstream.then_slow_stream(message_stream("hello"), gap=3)
+    body = {
+        "model": MODEL,
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    start = time.monotonic()
+    with httpx.stream(
+        "POST", f"{url}/v1/messages", json=body, headers={"x-api-key": SECRET}
+    ) as got:
+        raw = b"".join(got.iter_bytes())
+    assert time.monotonic() - start < 3
+    events = [e for e in raw.split(b"\n\n") if e.strip()]
+    assert events[0].startswith(b"event: message_start")
+    assert events[-1].startswith(b"event: error")
+    assert json.loads(events[-1].split(b"data: ", 1)[1])["error"]["type"] == "timeout_error"
