@@ -238,3 +238,20 @@ def test_a_result_shorter_than_the_placeholder_is_left_as_it_is() -> None:
     )
     assert out.applied_edits == ()
     assert out.body["messages"] == history
+
+
+def test_what_claude_code_sends_is_applied_without_counting_the_request() -> None:
+    class Counting(AnthropicEstimator):
+        calls = 0
+
+        def count_message(self, msg: Any) -> int:
+            Counting.calls += 1
+            return super().count_message(msg)
+
+    edit = {"type": "clear_thinking_20251015", "keep": "all"}
+    out = apply_context_management(request(thinking_history(3), edit), Counting())
+    assert out.applied_edits == ()
+    assert out.tokens_saved == 0
+    assert Counting.calls == 0  # the 100k-token case costs no counting
+    assert out.input_tokens == fresh_count(out.body)  # counted when asked
+    assert Counting.calls > 0

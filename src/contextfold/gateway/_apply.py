@@ -18,12 +18,12 @@ __all__ = ["EditOutcome", "apply_context_management"]
 @dataclass(frozen=True)
 class EditOutcome:
     """The body to send upstream (without ``context_management``), what was applied, and
-    the input tokens before and after (the gateway's counter)."""
+    the input tokens before and after (the gateway's counter, counted on first use)."""
 
     body: dict[str, Any]
     applied_edits: tuple[dict[str, Any], ...]
-    original_input_tokens: int
-    input_tokens: int
+    tally: Tally
+    """The count of ``body``, lazy: reading the token figures counts what is not yet."""
     requested: bool
     """Whether the request carried ``context_management`` (else nothing is reported)."""
     compaction: PendingCompaction | None = None
@@ -31,8 +31,18 @@ class EditOutcome:
 
     @property
     def tokens_saved(self) -> int:
-        """Input tokens the edits removed."""
-        return self.original_input_tokens - self.input_tokens
+        """Input tokens the edits removed (known without counting the request)."""
+        return sum(int(e["cleared_input_tokens"]) for e in self.applied_edits)
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens of ``body``."""
+        return self.tally.total
+
+    @property
+    def original_input_tokens(self) -> int:
+        """Tokens of the request before the edits."""
+        return self.tally.total + self.tokens_saved
 
     def response_field(self) -> dict[str, Any]:
         """The ``context_management`` object a response carries."""
@@ -52,12 +62,10 @@ def apply_context_management(
     out = {k: v for k, v in body.items() if k != "context_management"}
     messages = out.get("messages")
     if not isinstance(messages, list):
-        tally = Tally(counter, out)
-        return EditOutcome(out, (), tally.total, tally.total, requested)
+        return EditOutcome(out, (), Tally(counter, out), requested)
     messages = apply_blocks(messages)
     out["messages"] = messages
     tally = Tally(counter, out)
-    original = tally.total
     applied: list[dict[str, Any]] = []
     pending: PendingCompaction | None = None
     for edit in edits:
@@ -71,4 +79,4 @@ def apply_context_management(
         if entry is not None:
             applied.append(entry)
     out["messages"] = messages
-    return EditOutcome(out, tuple(applied), original, tally.total, requested, pending)
+    return EditOutcome(out, tuple(applied), tally, requested, pending)

@@ -69,7 +69,7 @@ def clear_thinking(
                 continue
             out[i] = {**messages[i], "content": kept}
             counts[i] = tally.measure(out[i])
-            saved += tally.per_message[i] - counts[i]
+            saved += tally.count(i) - counts[i]
             cleared = True
         cleared_turns += cleared
     if not cleared_turns:

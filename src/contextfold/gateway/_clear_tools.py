@@ -102,7 +102,7 @@ def clear_tool_uses(
     for i, blocks in edited.items():
         out[i] = {**messages[i], "content": blocks}
         counts[i] = tally.measure(out[i])
-        saved += tally.per_message[i] - counts[i]
+        saved += tally.count(i) - counts[i]
     if edit.clear_at_least is not None and saved < edit.clear_at_least:
         return messages, None
     tally.update(counts)

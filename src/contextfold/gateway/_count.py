@@ -60,23 +60,33 @@ def tools_of(tools: Any) -> list[ToolSpec]:
 
 
 class Tally:
-    """The token count of one request, kept per message so an edit recounts only what
-    it changed."""
+    """The token count of one request, kept per message and counted lazily: a request
+    whose edits need no count (``clear_thinking`` with ``keep: "all"``, what Claude Code
+    sends) is never counted, and an edit recounts only the messages it changed."""
 
     def __init__(self, counter: TokenCounter, body: dict[str, Any]) -> None:
         self.counter = counter
-        system = _system_of(body.get("system"))
+        self._body = body
         messages = body.get("messages")
-        raw: Sequence[Any] = messages if isinstance(messages, list) else []
-        self._fixed = counter.count_request(
-            [system] if system is not None else [], tools_of(body.get("tools"))
-        )
-        self.per_message = [counter.count_message(message_of(m)) for m in raw]
+        self._raw: Sequence[Any] = messages if isinstance(messages, list) else []
+        self._fixed: int | None = None
+        self._counts: dict[int, int] = {}
+
+    def count(self, index: int) -> int:
+        """Tokens of message ``index`` as it stands."""
+        if index not in self._counts:
+            self._counts[index] = self.measure(self._raw[index])
+        return self._counts[index]
 
     @property
     def total(self) -> int:
         """Tokens of the whole request as it stands."""
-        return self._fixed + sum(self.per_message)
+        if self._fixed is None:
+            system = _system_of(self._body.get("system"))
+            self._fixed = self.counter.count_request(
+                [system] if system is not None else [], tools_of(self._body.get("tools"))
+            )
+        return self._fixed + sum(self.count(i) for i in range(len(self._raw)))
 
     def measure(self, raw: Any) -> int:
         """Tokens of one message ``raw`` (not yet part of the tally)."""
@@ -84,5 +94,4 @@ class Tally:
 
     def update(self, counts: dict[int, int]) -> None:
         """Set the counts of the messages an applied edit replaced."""
-        for index, count in counts.items():
-            self.per_message[index] = count
+        self._counts.update(counts)
