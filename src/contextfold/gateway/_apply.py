@@ -12,7 +12,7 @@ from ._compaction import PendingCompaction, apply_blocks
 from ._count import Tally
 from ._edits import ClearThinking, ClearToolUses, Compact, parse_edits
 
-__all__ = ["EditOutcome", "apply_context_management"]
+__all__ = ["EditOutcome", "apply_context_management", "unedited"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class EditOutcome:
     """Whether the request carried ``context_management`` (else nothing is reported)."""
     compaction: PendingCompaction | None = None
     """A compaction the trigger asks for, to run before sending (``compact``)."""
+    failed: bool = False
+    """The edits could not be applied: the body goes upstream without the field and
+    unedited, and the answer reports no ``applied_edits`` (fail open, never a claim)."""
 
     @property
     def tokens_saved(self) -> int:
@@ -80,3 +83,9 @@ def apply_context_management(
             applied.append(entry)
     out["messages"] = messages
     return EditOutcome(out, tuple(applied), tally, requested, pending)
+
+
+def unedited(body: dict[str, Any], counter: TokenCounter) -> EditOutcome:
+    """The outcome of a request whose edits failed: sent without the field, unedited."""
+    out = {k: v for k, v in body.items() if k != "context_management"}
+    return EditOutcome(out, (), Tally(counter, out), "context_management" in body, failed=True)

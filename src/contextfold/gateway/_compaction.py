@@ -111,11 +111,14 @@ def apply_blocks(messages: list[Any]) -> list[Any]:
 def _newest_turn(messages: list[Any]) -> int:
     """Where the newest turn starts: the last message, and the assistant message before
     it when the last one answers its tool calls."""
+    if not messages:
+        return 0
     k = len(messages) - 1
     answers = any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(messages[k])
     )
-    if answers and k > 0 and messages[k - 1].get("role") == "assistant":
+    before = messages[k - 1] if k > 0 else None
+    if answers and isinstance(before, dict) and before.get("role") == "assistant":
         k -= 1
     return max(k, 0)
 

@@ -27,7 +27,8 @@ def message_of(raw: Any) -> Msg:
         role = raw.get("role") if isinstance(raw, dict) else None
         content = raw.get("content") if isinstance(raw, dict) else raw
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        return Msg("assistant" if role == "assistant" else "user", text)
+        kind = "assistant" if role == "assistant" else "user"
+        return Msg(kind, text, kind)
 
 
 def _system_of(system: Any) -> Msg | None:

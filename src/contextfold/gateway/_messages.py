@@ -15,7 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ._apply import EditOutcome, apply_context_management
+from .._logging import logger
+from ._apply import EditOutcome, apply_context_management, unedited
 from ._body import BodyError, read_body, read_json
 from ._compaction import CompactionDone, compact
 from ._count import Tally
@@ -45,11 +46,16 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
         data = read_json(await read_body(request, gateway.config.max_body_bytes))
         if not isinstance(data.get("messages"), list):
             raise BodyError(400, "messages: expected a list of messages")
-        return apply_context_management(data, gateway.counter, compaction=compaction)
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
+    try:
+        return apply_context_management(data, gateway.counter, compaction=compaction)
     except EditError as exc:
         return error_response("anthropic", 400, str(exc))
+    except Exception as exc:  # a shape the edits do not handle: fail open, counted
+        logger.warning("gateway: context edits not applied (%s)", type(exc).__name__)
+        gateway.metrics.untransformed += 1
+        return unedited(data, gateway.counter)
 
 
 async def messages(request: Request) -> Response:
@@ -86,7 +92,7 @@ async def messages(request: Request) -> Response:
     opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
         return opened
-    if opened.status_code >= 400 or not outcome.requested:
+    if opened.status_code >= 400 or not outcome.requested or outcome.failed:
         return stream_back(request, opened, "anthropic")
     compaction = (done.block, done.iteration) if done is not None else None
     if opened.headers.get("content-type", "").startswith("text/event-stream"):

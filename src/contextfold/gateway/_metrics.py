@@ -37,6 +37,8 @@ class Metrics:
     edits: Counter[str] = field(default_factory=Counter)
     """Context edit type -> requests on which it cleared something."""
     compactions: int = 0
+    untransformed: int = 0
+    """Requests whose edits failed and were forwarded unedited (fail open)."""
     tokens_saved: int = 0
     """Input tokens the edits removed (the gateway's counter), summed over requests."""
     upstream_errors: Counter[str] = field(default_factory=Counter)
@@ -73,6 +75,8 @@ class Metrics:
             out.append(f"{_P}context_edits_total{_labels((('type', kind),))} {n}")
         family("compactions_total", "counter", "Compactions the gateway ran.")
         out.append(f"{_P}compactions_total {self.compactions}")
+        family("untransformed_total", "counter", "Requests forwarded unedited: edits failed.")
+        out.append(f"{_P}untransformed_total {self.untransformed}")
         family("tokens_saved_total", "counter", "Input tokens removed by context edits.")
         out.append(f"{_P}tokens_saved_total {self.tokens_saved}")
         family("upstream_errors_total", "counter", "Upstream requests that failed, by kind.")
