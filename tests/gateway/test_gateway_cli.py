@@ -17,8 +17,22 @@ from .servers import ScriptedUpstream, free_port
 def test_serve_lists_its_options() -> None:
     result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for option in ("--upstream", "--port", "--host", "--pass-through-context-management"):
+    options = (
+        "--upstream",
+        "--port",
+        "--host",
+        "--pass-through-context-management",
+        "--summarizer",
+    )
+    for option in options:
         assert option in result.output
+
+
+def test_serve_refuses_an_unknown_summarizer() -> None:
+    args = ["serve", "--upstream", "http://127.0.0.1:9", "--summarizer", "magic"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "summarize_with must be 'extractive' or 'model'" in result.output
 
 
 def test_serve_refuses_an_upstream_that_is_not_http() -> None:

@@ -258,3 +258,62 @@ async def test_custom_instructions_replace_the_summarizers_prompt() -> None:
     assert request.instructions == "Summarize only the file names. Do not call tools."
     assert len(request.messages) == len(tool_history(4))
     assert "lint" in done.block["content"]
+
+
+def test_the_requests_own_model_can_write_the_summary(
+    start_gateway: Any, upstream: ScriptedUpstream
+) -> None:
+    import json as _json
+
+    url = start_gateway(summarize_with="model")
+    fields = {
+        "task_overview": "Fix the failing test in tests/test_x.py.",
+        "current_state": "Read six files; the bug is in src/m3.py.",
+        "important_discoveries": "f3 returns None on empty input.",
+        "next_steps": "Run the linter.",
+        "context_to_preserve": "Use pytest -q.",
+    }
+    summary_answer = message(_json.dumps(fields))
+    summary_answer["usage"] = {"input_tokens": 500, "output_tokens": 60}
+    upstream.then_json(summary_answer).then_json(message("Linted."))
+    answer = client(url).beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=tool_history(6),
+        context_management=compact(),
+        betas=[BETA],  # type: ignore[arg-type]
+    )
+    summary_call, final_call = upstream.received
+    assert summary_call.json()["model"] == MODEL
+    assert summary_call.headers["authorization"] == f"Bearer {SECRET}"  # the client's key
+    assert "context_management" not in summary_call.json()
+    block = answer.content[0]
+    assert isinstance(block, BetaCompactionBlock)
+    assert block.content is not None
+    assert "the bug is in src/m3.py" in block.content
+    assert block.content in final_call.json()["messages"][0]["content"][0]["text"]
+    assert answer.usage.iterations is not None
+    compaction_usage = answer.usage.iterations[0]
+    assert (compaction_usage.input_tokens, compaction_usage.output_tokens) == (500, 60)
+
+
+def test_a_summary_that_fails_gives_a_null_block_and_sends_the_request_as_it_was(
+    start_gateway: Any, upstream: ScriptedUpstream
+) -> None:
+    url = start_gateway(summarize_with="model")
+    for _ in range(3):  # every attempt of the summarizer gets prose, not the JSON fields
+        upstream.then_json(message("I would rather not summarize."))
+    upstream.then_json(message("Linted."))
+    history = tool_history(6)
+    answer = client(url).beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=history,
+        context_management=compact(),
+        betas=[BETA],  # type: ignore[arg-type]
+    )
+    assert upstream.received[-1].json()["messages"] == history
+    block = answer.content[0]
+    assert isinstance(block, BetaCompactionBlock)
+    assert block.content is None
+    assert answer.content[1].text == "Linted."  # type: ignore[union-attr]

@@ -34,6 +34,14 @@ def serve(
     max_body_mb: Annotated[
         float, typer.Option("--max-body-mb", help="Largest request body accepted (MB).")
     ] = 32.0,
+    summarizer: Annotated[
+        str,
+        typer.Option(
+            "--summarizer",
+            help="Who writes compact_20260112 summaries: 'extractive' (no model call) or "
+            "'model' (the request's own model, through the upstream, with the client's key).",
+        ),
+    ] = "extractive",
     timeout: Annotated[
         float,
         typer.Option("--timeout", help="Seconds to wait for the upstream's next byte."),
@@ -51,6 +59,7 @@ def serve(
             max_body_bytes=int(max_body_mb * 1024 * 1024),
             timeout=timeout,
             pass_through_context_management=pass_through,
+            summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -9,15 +9,19 @@ message's text instead.
 The summary covers the whole prompt (so the next request, which drops everything before
 the block, loses nothing); the request sent now keeps its newest turn word for word
 after the summary (the last user message, with the assistant message whose tool calls
-it answers), so the model answers the question it was asked.
+it answers), so the model answers the question it was asked. A summarizer that fails
+gives Anthropic's failed compaction: a block whose ``content`` is null, the request sent
+as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from .._logging import logger
 from ..context import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
@@ -27,6 +31,7 @@ from ..context import (
     render_summary,
     safe_format,
 )
+from ..message import Usage
 from ._count import message_of
 from ._edits import Compact
 
@@ -108,6 +113,16 @@ def apply_blocks(messages: list[Any]) -> list[Any]:
     return _with_summary(summary, out) if summary is not None else out
 
 
+def _iteration(usage: Usage | None) -> dict[str, Any]:
+    return {
+        "type": "compaction",
+        "input_tokens": usage.input_tokens if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+        "cache_read_input_tokens": usage.cache_read_tokens if usage else 0,
+        "cache_creation_input_tokens": usage.cache_write_tokens if usage else 0,
+    }
+
+
 def _newest_turn(messages: list[Any]) -> int:
     """Where the newest turn starts: the last message, and the assistant message before
     it when the last one answers its tool calls."""
@@ -123,8 +138,14 @@ def _newest_turn(messages: list[Any]) -> int:
     return max(k, 0)
 
 
-async def compact(pending: PendingCompaction, summarizer: Summarizer) -> CompactionDone:
-    """Write the summary of ``pending.messages`` and build what goes upstream now."""
+async def compact(
+    pending: PendingCompaction,
+    summarizer: Summarizer,
+    *,
+    spent: Callable[[], Usage] | None = None,
+) -> CompactionDone:
+    """Write the summary of ``pending.messages`` and build what goes upstream now.
+    ``spent`` gives what the summarizer's model calls cost when its result does not say."""
     messages = list(pending.messages)
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     instructions = pending.edit.instructions or safe_format(
@@ -137,16 +158,15 @@ async def compact(pending: PendingCompaction, summarizer: Summarizer) -> Compact
         hints=(),
         schema=SummarySchema.model_json_schema(),
     )
-    result = await summarizer.summarize(request)
+    try:
+        result = await summarizer.summarize(request)
+    except Exception as exc:  # Anthropic's failed compaction: a null block, a no-op
+        logger.warning("gateway: compaction summary failed (%s)", type(exc).__name__)
+        failed = {"type": "compaction", "content": None, "encrypted_content": None}
+        return CompactionDone(failed, messages, _iteration(spent() if spent else None))
     summary = render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields)
-    usage = result.usage
-    iteration = {
-        "type": "compaction",
-        "input_tokens": usage.input_tokens if usage else 0,
-        "output_tokens": usage.output_tokens if usage else 0,
-        "cache_read_input_tokens": usage.cache_read_tokens if usage else 0,
-        "cache_creation_input_tokens": usage.cache_write_tokens if usage else 0,
-    }
+    usage = result.usage if result.usage is not None else spent() if spent else None
+    iteration = _iteration(usage)
     block = {"type": "compaction", "content": summary, "encrypted_content": None}
     upstream = _with_summary(summary, messages[_newest_turn(messages) :])
     return CompactionDone(block, upstream, iteration)

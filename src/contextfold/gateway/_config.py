@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 __all__ = ["FIRST_PARTY_HOSTS", "GatewayConfig"]
@@ -28,6 +29,10 @@ class GatewayConfig:
     """Seconds without a byte from the upstream before the request is reported timed out."""
     connect_timeout: float = 10.0
     pass_through_context_management: bool | None = None
+    summarize_with: Literal["extractive", "model"] = "extractive"
+    """Who writes a ``compact_20260112`` summary: the app's summarizer (by default the
+    extractive one, no model call) or ``"model"``, the request's own model through the
+    upstream with the client's credentials, as Anthropic does."""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -35,6 +40,10 @@ class GatewayConfig:
             raise ValueError(f"upstream must be an http(s) URL, got {self.upstream!r}")
         if self.max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {self.max_body_bytes}")
+        if self.summarize_with not in ("extractive", "model"):
+            raise ValueError(
+                f"summarize_with must be 'extractive' or 'model', got {self.summarize_with!r}"
+            )
         if self.timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/").removesuffix("/v1"))

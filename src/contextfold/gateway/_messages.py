@@ -10,12 +10,15 @@ With pass-through configured, both routes are relayed unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._logging import logger
+from ..context import ModelSummarizer, Summarizer
+from ..message import Usage
 from ._apply import EditOutcome, apply_context_management, unedited
 from ._body import BodyError, read_body, read_json
 from ._compaction import CompactionDone, compact
@@ -26,6 +29,7 @@ from ._errors import error_response
 from ._paused import paused_answer
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back
 from ._relay import RelayResponse, upstream_chunks
+from ._request_model import RequestModel
 from ._sse import add_context_management, error_event
 from ._upstream import UpstreamFailure, relayed_headers
 
@@ -58,6 +62,24 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
         return unedited(data, gateway.counter)
 
 
+def _summarizer(
+    request: Request, body: dict[str, Any]
+) -> tuple[Summarizer, Callable[[], Usage] | None]:
+    """The app's summarizer, or a model summarizer on the request's own model (with what
+    its calls cost)."""
+    gateway = gateway_of(request)
+    if gateway.config.summarize_with != "model":
+        return gateway.summarizer, None
+    model = RequestModel(
+        gateway.upstream,
+        str(body.get("model")),
+        headers=request.headers.items(),
+        drop_betas=CONTEXT_MANAGEMENT_BETAS,
+        counter=gateway.counter,
+    )
+    return ModelSummarizer(model, request="transcript"), lambda: model.spent
+
+
 async def messages(request: Request) -> Response:
     """Create a message, with the request's context edits applied here."""
     gateway = gateway_of(request)
@@ -75,8 +97,9 @@ async def messages(request: Request) -> Response:
     if outcome.compaction is not None:
         pending = outcome.compaction
         try:
+            summarizer, spent = _summarizer(request, body)
             done = await race_disconnect(
-                request.receive, lambda: compact(pending, gateway.summarizer)
+                request.receive, lambda: compact(pending, summarizer, spent=spent)
             )
         except ClientGone:
             gateway.metrics.upstream_errors["cancelled"] += 1
