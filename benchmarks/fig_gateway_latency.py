@@ -9,7 +9,9 @@ round sends it once directly and once through the gateway; the figures are the p
 p99 of the differences, and of the in-process edit step alone
 (``apply_context_management``: parse excluded, counting included). "relayed" is the
 same request through a gateway configured to pass ``context_management`` through: the
-cost of the hop alone.
+cost of the hop alone. The edit step is also timed with ``clear_tool_uses_20250919`` at
+its default trigger (the whole request counted), cold and with the session's previous
+turn already counted (``CountCache``, as the gateway keeps it).
 
     python -m benchmarks.fig_gateway_latency [--rounds 40]
 
@@ -35,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from contextfold.gateway import GatewayConfig, apply_context_management, create_app
+from contextfold.gateway import CountCache, GatewayConfig, apply_context_management, create_app
 from contextfold.token import AnthropicEstimator
 
 ANSWER = {
@@ -139,6 +141,20 @@ def main() -> None:
         start = time.perf_counter()
         apply_context_management(parsed, AnthropicEstimator())
         step.append(time.perf_counter() - start)
+    trigger = {"edits": [{"type": "clear_tool_uses_20250919"}]}  # 100k trigger: counts all
+    previous = {**body, "messages": body["messages"][:-2], "context_management": trigger}
+    with_trigger = {**body, "context_management": trigger}
+    cold: list[float] = []
+    warm: list[float] = []
+    for _ in range(max(args.rounds // 4, 3)):
+        start = time.perf_counter()
+        _ = apply_context_management(with_trigger, AnthropicEstimator()).input_tokens
+        cold.append(time.perf_counter() - start)
+        cache = CountCache()  # the session's previous request, counted before
+        _ = apply_context_management(previous, counter, cache=cache).input_tokens
+        start = time.perf_counter()
+        _ = apply_context_management(with_trigger, counter, cache=cache).input_tokens
+        warm.append(time.perf_counter() - start)
     headers = {"x-api-key": "k", "content-type": "application/json"}
     added: dict[str, list[float]] = {"emulated": [], "relayed": []}
     with (
@@ -172,6 +188,9 @@ def main() -> None:
         print(f"added latency, {name}: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     p50, p99 = statistics.median(step) * ms, _pct(step, 0.99) * ms
     print(f"the edit step alone (parse excluded): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    for name, values in (("cold", cold), ("warm", warm)):
+        p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
+        print(f"edit step, input_tokens trigger, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 if __name__ == "__main__":

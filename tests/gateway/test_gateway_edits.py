@@ -255,3 +255,45 @@ def test_what_claude_code_sends_is_applied_without_counting_the_request() -> Non
     assert Counting.calls == 0  # the 100k-token case costs no counting
     assert out.input_tokens == fresh_count(out.body)  # counted when asked
     assert Counting.calls > 0
+
+
+def test_a_sessions_next_request_counts_only_what_is_new() -> None:
+    from contextfold.gateway import CountCache
+
+    class Counting(AnthropicEstimator):
+        calls = 0
+
+        def count_message(self, msg: Any) -> int:
+            Counting.calls += 1
+            return super().count_message(msg)
+
+    cache, counter = CountCache(), Counting()
+    edit = clear(trigger=tokens(150_000))  # needs the whole request's count
+    history = tool_history(6)
+    first = apply_context_management(request(history, edit), counter, cache=cache)
+    assert (
+        first.input_tokens == apply_context_management(request(history, edit), COUNTER).input_tokens
+    )
+    before = Counting.calls
+    later = [
+        *history,
+        {"role": "assistant", "content": "Linted."},
+        {"role": "user", "content": "Commit."},
+    ]
+    second = apply_context_management(request(later, edit), counter, cache=cache)
+    assert (
+        second.input_tokens == apply_context_management(request(later, edit), COUNTER).input_tokens
+    )
+    assert Counting.calls - before == 2  # the two new messages
+    assert cache.hits == len(history) + 1  # and the system prompt with the tools
+
+
+def test_the_count_cache_is_bounded() -> None:
+    from contextfold.gateway import CountCache
+
+    cache = CountCache(size=3)
+    for i in range(5):
+        cache.count(COUNTER, {"role": "user", "content": f"message {i}"})
+    cache.count(COUNTER, {"role": "user", "content": "message 0"})
+    assert cache.misses == 6
+    assert len(cache._counts) == 3

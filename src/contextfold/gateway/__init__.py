@@ -11,6 +11,7 @@ from ._apply import EditOutcome, apply_context_management
 from ._clear_tools import CLEARED_RESULT
 from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, apply_blocks, compact
 from ._config import GatewayConfig
+from ._count import CountCache
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
 
 try:
@@ -28,6 +29,7 @@ __all__ = [
     "ClearToolUses",
     "Compact",
     "CompactionDone",
+    "CountCache",
     "EditError",
     "EditOutcome",
     "GatewayConfig",

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..context import ExtractiveSummarizer, Summarizer
 from ..token import AnthropicEstimator, TokenCounter
 from ._config import GatewayConfig
+from ._count import CountCache
 from ._messages import count_tokens, messages
 from ._metrics import Metrics
 from ._proxy import Gateway, dialect_of, gateway_of, relay
@@ -97,6 +98,7 @@ def create_app(
         metrics=metrics,
         counter=counter if counter is not None else AnthropicEstimator(),
         summarizer=summarizer if summarizer is not None else ExtractiveSummarizer(),
+        counts=CountCache(),
     )
 
     @asynccontextmanager

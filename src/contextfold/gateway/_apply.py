@@ -9,7 +9,7 @@ from ..token import TokenCounter
 from ._clear_thinking import clear_thinking
 from ._clear_tools import clear_tool_uses
 from ._compaction import PendingCompaction, apply_blocks
-from ._count import Tally
+from ._count import CountCache, Tally
 from ._edits import ClearThinking, ClearToolUses, Compact, parse_edits
 
 __all__ = ["EditOutcome", "apply_context_management", "unedited"]
@@ -53,22 +53,27 @@ class EditOutcome:
 
 
 def apply_context_management(
-    body: dict[str, Any], counter: TokenCounter, *, compaction: bool = True
+    body: dict[str, Any],
+    counter: TokenCounter,
+    *,
+    compaction: bool = True,
+    cache: CountCache | None = None,
 ) -> EditOutcome:
     """Apply ``body["context_management"]`` in order, each edit on the result of the ones
     before it, after the compaction blocks already in the history; ``EditError`` if the
     field is malformed. A compaction the trigger asks for is returned as
     ``EditOutcome.compaction`` (it needs I/O: :func:`compact` runs it, after the clearing
-    edits whatever their order). ``compaction=False`` (token counting) never asks for one."""
+    edits whatever their order). ``compaction=False`` (token counting) never asks for one.
+    ``cache`` keeps message counts across requests."""
     requested = "context_management" in body
     edits = parse_edits(body["context_management"]) if requested else ()
     out = {k: v for k, v in body.items() if k != "context_management"}
     messages = out.get("messages")
     if not isinstance(messages, list):
-        return EditOutcome(out, (), Tally(counter, out), requested)
+        return EditOutcome(out, (), Tally(counter, out, cache), requested)
     messages = apply_blocks(messages)
     out["messages"] = messages
-    tally = Tally(counter, out)
+    tally = Tally(counter, out, cache)
     applied: list[dict[str, Any]] = []
     pending: PendingCompaction | None = None
     for edit in edits:

@@ -53,7 +53,9 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
     try:
-        return apply_context_management(data, gateway.counter, compaction=compaction)
+        return apply_context_management(
+            data, gateway.counter, compaction=compaction, cache=gateway.counts
+        )
     except EditError as exc:
         return error_response("anthropic", 400, str(exc))
     except Exception as exc:  # a shape the edits do not handle: fail open, counted
@@ -107,7 +109,7 @@ async def messages(request: Request) -> Response:
         gateway.metrics.compactions += 1
         body = {**body, "messages": done.messages}
         gateway.metrics.tokens_saved += max(
-            outcome.input_tokens - Tally(gateway.counter, body).total, 0
+            outcome.input_tokens - Tally(gateway.counter, body, gateway.counts).total, 0
         )
         if pending.edit.pause_after_compaction:
             return paused_answer(body, done, field)

@@ -13,6 +13,7 @@ from ..context import Summarizer
 from ..token import TokenCounter
 from ._body import BodyError, read_body
 from ._config import GatewayConfig
+from ._count import CountCache
 from ._disconnect import ClientGone, race_disconnect
 from ._errors import Dialect, error_response
 from ._metrics import Metrics
@@ -36,6 +37,8 @@ class Gateway:
     counter: TokenCounter
     summarizer: Summarizer
     """Writes the summary of an emulated ``compact_20260112``."""
+    counts: CountCache
+    """Message counts kept across requests."""
 
 
 def gateway_of(request: Request) -> Gateway:
