@@ -295,8 +295,9 @@ def test_a_client_that_leaves_a_stream_cancels_the_upstream_stream(
     assert upstream.disconnected.wait(3), "the upstream stream kept running"
 
 
+@pytest.mark.parametrize("extra", [{}, {"context_management": {"edits": []}}])
 def test_an_upstream_that_stalls_mid_stream_ends_it_with_an_error_event(
-    start_gateway: GatewayFactory, upstream: ScriptedUpstream
+    start_gateway: GatewayFactory, upstream: ScriptedUpstream, extra: dict[str, object]
 ) -> None:
     from .servers import message_stream
 
@@ -307,6 +308,7 @@ def test_an_upstream_that_stalls_mid_stream_ends_it_with_an_error_event(
         "max_tokens": 5,
         "stream": True,
         "messages": [{"role": "user", "content": "hi"}],
+        **extra,
     }
     start = time.monotonic()
     with httpx.stream(

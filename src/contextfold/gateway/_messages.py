@@ -27,10 +27,10 @@ from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response
 from ._paused import paused_answer
-from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back
+from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
-from ._sse import add_context_management, error_event
+from ._sse import add_context_management
 from ._upstream import UpstreamFailure, relayed_headers
 
 __all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
@@ -106,7 +106,7 @@ async def messages(request: Request) -> Response:
         except ClientGone:
             gateway.metrics.upstream_errors["cancelled"] += 1
             return Response(status_code=CLIENT_GONE)
-        gateway.metrics.compactions += 1
+        gateway.metrics.compactions += done.block["content"] is not None
         body = {**body, "messages": done.messages}
         gateway.metrics.tokens_saved += max(
             outcome.input_tokens - Tally(gateway.counter, body, gateway.counts).total, 0
@@ -121,9 +121,7 @@ async def messages(request: Request) -> Response:
         return stream_back(request, opened, "anthropic")
     compaction = (done.block, done.iteration) if done is not None else None
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
-        chunks = upstream_chunks(
-            opened, lambda kind: error_event("api_error", f"the upstream failed ({kind})")
-        )
+        chunks = upstream_chunks(opened, stream_error("anthropic"))
         return RelayResponse(
             add_context_management(chunks, field, compaction),
             upstream=opened,

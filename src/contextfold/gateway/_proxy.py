@@ -21,7 +21,15 @@ from ._relay import RelayResponse, upstream_chunks
 from ._sse import error_event
 from ._upstream import Upstream, UpstreamFailure, relayed_headers
 
-__all__ = ["Gateway", "dialect_of", "gateway_of", "open_upstream", "relay", "stream_back"]
+__all__ = [
+    "Gateway",
+    "dialect_of",
+    "gateway_of",
+    "open_upstream",
+    "relay",
+    "stream_back",
+    "stream_error",
+]
 
 CLIENT_GONE = 499
 """The status recorded for a request whose client disconnected (nginx's convention)."""
@@ -83,7 +91,9 @@ async def open_upstream(
         return Response(status_code=CLIENT_GONE)
 
 
-def _stream_error(dialect: Dialect) -> Callable[[str], bytes] | None:
+def stream_error(dialect: Dialect) -> Callable[[str], bytes] | None:
+    """What ends a stream whose upstream failed mid-body: an Anthropic ``error`` event
+    (``timeout_error`` or ``api_error``); nothing for OpenAI streams."""
     if dialect != "anthropic":
         return None
     return lambda kind: error_event(
@@ -96,7 +106,7 @@ def stream_back(request: Request, response: httpx.Response, dialect: Dialect) ->
     """The upstream's response relayed as it arrives (status, headers, body unchanged)."""
     gateway = gateway_of(request)
     return RelayResponse(
-        upstream_chunks(response, _stream_error(dialect)),
+        upstream_chunks(response, stream_error(dialect)),
         upstream=response,
         metrics=gateway.metrics,
         status_code=response.status_code,
