@@ -40,12 +40,13 @@ LAYERS = [
     "agent",
     "replay",
     "testing",
+    "gateway",
     "cli",
     "integrations",
 ]
 """The table's other rows, in its order."""
 
-PUBLIC_ONLY = frozenset({"testing", "cli", "integrations"})
+PUBLIC_ONLY = frozenset({"testing", "gateway", "cli", "integrations"})
 """Rows whose "imports" cell is "public APIs only": any package above, through its
 ``__init__``."""
 

@@ -28,6 +28,7 @@ PACKAGES = [
     "contextfold.middleware",
     "contextfold.replay",
     "contextfold.testing",
+    "contextfold.gateway",
     "contextfold.integrations",
     "contextfold.integrations.langchain",
     "contextfold.integrations.openai_agents",

@@ -7,6 +7,7 @@ import typer
 from ._demo import demo
 from ._inspect import inspect_workspace
 from ._replay import replay
+from ._serve import serve
 
 __all__ = ["app", "main"]
 
@@ -19,6 +20,7 @@ app = typer.Typer(
 app.command()(demo)
 app.command()(replay)
 app.command("inspect")(inspect_workspace)
+app.command()(serve)
 
 
 def _version() -> str:

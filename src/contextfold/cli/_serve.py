@@ -1,0 +1,66 @@
+"""``contextfold serve``: the context-managing gateway in front of a provider."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["serve"]
+
+
+def serve(
+    upstream: Annotated[
+        str,
+        typer.Option(
+            "--upstream",
+            help="The provider's base URL, e.g. https://api.anthropic.com (a trailing /v1 "
+            "is dropped).",
+            show_default=False,
+        ),
+    ],
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    pass_through: Annotated[
+        bool | None,
+        typer.Option(
+            "--pass-through-context-management/--emulate-context-management",
+            help="Send Anthropic's context_management upstream as sent, or strip it and apply "
+            "the edits here. Default: pass through to api.anthropic.com, emulate for any "
+            "other upstream.",
+            show_default=False,
+        ),
+    ] = None,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest request body accepted (MB).")
+    ] = 32.0,
+    summarizer: Annotated[
+        str,
+        typer.Option(
+            "--summarizer",
+            help="Who writes compact_20260112 summaries: 'extractive' (no model call) or "
+            "'model' (the request's own model, through the upstream, with the client's key).",
+        ),
+    ] = "extractive",
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", help="Seconds to wait for the upstream's next byte."),
+    ] = 600.0,
+) -> None:
+    """Run the gateway: Anthropic's context_management for any upstream, metrics at /metrics."""
+    try:
+        from ..gateway import GatewayConfig
+        from ..gateway import serve as run
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
+    try:
+        config = GatewayConfig(
+            upstream=upstream,
+            max_body_bytes=int(max_body_mb * 1024 * 1024),
+            timeout=timeout,
+            pass_through_context_management=pass_through,
+            summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    run(config, host=host, port=port)

@@ -1,0 +1,43 @@
+"""``contextfold serve``: a gateway that gives any Anthropic-compatible upstream Anthropic's
+``context_management`` (tool-result and thinking clearing, threshold compaction,
+``count_tokens`` after edits), relays everything else unchanged, and exports Prometheus
+metrics.
+
+Needs the ``gateway`` extra (``pip install 'contextfold[gateway]'``): Starlette, uvicorn
+and httpx.
+"""
+
+from ._apply import EditOutcome, apply_context_management
+from ._clear_tools import CLEARED_RESULT
+from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, apply_blocks, compact
+from ._config import GatewayConfig
+from ._count import CountCache
+from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
+
+try:
+    from ._app import create_app
+    from ._serve import serve
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    from .._exceptions import MissingDependencyError
+
+    raise MissingDependencyError(exc.name or "starlette", "gateway") from exc
+
+__all__ = [
+    "CLEARED_RESULT",
+    "SUMMARY_PREFIX",
+    "ClearThinking",
+    "ClearToolUses",
+    "Compact",
+    "CompactionDone",
+    "CountCache",
+    "EditError",
+    "EditOutcome",
+    "GatewayConfig",
+    "PendingCompaction",
+    "apply_blocks",
+    "apply_context_management",
+    "compact",
+    "create_app",
+    "parse_edits",
+    "serve",
+]

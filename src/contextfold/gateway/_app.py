@@ -1,0 +1,126 @@
+"""The ASGI application: routes, the request counter, and the upstream client's lifetime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..context import ExtractiveSummarizer, Summarizer
+from ..token import AnthropicEstimator, TokenCounter
+from ._config import GatewayConfig
+from ._count import CountCache
+from ._messages import count_tokens, messages
+from ._metrics import Metrics
+from ._proxy import Gateway, dialect_of, gateway_of, relay
+from ._upstream import Upstream
+
+__all__ = ["create_app"]
+
+_ROUTES = frozenset(
+    {
+        "/health",
+        "/metrics",
+        "/v1/models",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/chat/completions",
+    }
+)
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "upstream": gateway_of(request).config.upstream})
+
+
+async def _metrics(request: Request) -> Response:
+    text = gateway_of(request).metrics.render()
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+async def _pass_through(request: Request) -> Response:
+    return await relay(request, dialect_of(request))
+
+
+async def _chat_completions(request: Request) -> Response:
+    return await relay(request, "openai")
+
+
+class _CountRequests:
+    """Counts every answered request by route (unknown paths as ``other``) and status."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = path if path in _ROUTES else "other"
+        status = 499  # unless a response starts: the client left first
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            self.metrics.request(route, status)
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    counter: TokenCounter | None = None,
+    summarizer: Summarizer | None = None,
+) -> Starlette:
+    """The gateway as an ASGI app (serve it with any ASGI server, e.g. uvicorn).
+
+    ``counter`` counts input tokens for the edits' triggers, ``applied_edits`` and
+    ``count_tokens``; by default :class:`~contextfold.token.AnthropicEstimator`.
+    ``summarizer`` writes the summary of ``compact_20260112``; by default
+    :class:`~contextfold.context.ExtractiveSummarizer` (no model call, deterministic).
+    """
+    metrics = Metrics()
+    gateway = Gateway(
+        config=config,
+        upstream=Upstream(config, metrics),
+        metrics=metrics,
+        counter=counter if counter is not None else AnthropicEstimator(),
+        summarizer=summarizer if summarizer is not None else ExtractiveSummarizer(),
+        counts=CountCache(),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await gateway.upstream.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/health", _health, methods=["GET"]),
+            Route("/metrics", _metrics, methods=["GET"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+            Route(
+                "/v1/{path:path}",
+                _pass_through,
+                methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            ),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.gateway = gateway
+    app.add_middleware(_CountRequests, metrics=metrics)
+    return app

@@ -1,0 +1,176 @@
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens`` with Anthropic's
+``context_management`` emulated for any upstream.
+
+The client's body is edited as the edits say and sent without the field (and without its
+beta in ``anthropic-beta``, which strict upstreams reject along with it); the answer gains
+``context_management.applied_edits`` (on the final ``message_delta`` when streaming).
+With pass-through configured, both routes are relayed unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .._logging import logger
+from ..context import ModelSummarizer, Summarizer
+from ..message import Usage
+from ._apply import EditOutcome, apply_context_management, unedited
+from ._body import BodyError, read_body, read_json
+from ._compaction import CompactionDone, compact
+from ._count import Tally
+from ._disconnect import ClientGone, race_disconnect
+from ._edits import EditError
+from ._errors import error_response
+from ._paused import paused_answer
+from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
+from ._relay import RelayResponse, upstream_chunks
+from ._request_model import RequestModel
+from ._sse import add_context_management
+from ._upstream import UpstreamFailure, relayed_headers
+
+__all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
+
+CONTEXT_MANAGEMENT_BETAS = frozenset({"context-management-2025-06-27", "compact-2026-01-12"})
+"""Betas that go with the field: removed from ``anthropic-beta`` when the field is."""
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Response:
+    """The request read and its edits applied, or the error response to give."""
+    gateway = gateway_of(request)
+    try:
+        data = read_json(await read_body(request, gateway.config.max_body_bytes))
+        if not isinstance(data.get("messages"), list):
+            raise BodyError(400, "messages: expected a list of messages")
+    except BodyError as exc:
+        return error_response("anthropic", exc.status, exc.message)
+    try:
+        return apply_context_management(
+            data, gateway.counter, compaction=compaction, cache=gateway.counts
+        )
+    except EditError as exc:
+        return error_response("anthropic", 400, str(exc))
+    except Exception as exc:  # a shape the edits do not handle: fail open, counted
+        logger.warning("gateway: context edits not applied (%s)", type(exc).__name__)
+        gateway.metrics.untransformed += 1
+        return unedited(data, gateway.counter)
+
+
+def _summarizer(
+    request: Request, body: dict[str, Any]
+) -> tuple[Summarizer, Callable[[], Usage] | None]:
+    """The app's summarizer, or a model summarizer on the request's own model (with what
+    its calls cost)."""
+    gateway = gateway_of(request)
+    if gateway.config.summarize_with != "model":
+        return gateway.summarizer, None
+    model = RequestModel(
+        gateway.upstream,
+        str(body.get("model")),
+        headers=request.headers.items(),
+        drop_betas=CONTEXT_MANAGEMENT_BETAS,
+        counter=gateway.counter,
+    )
+    return ModelSummarizer(model, request="transcript"), lambda: model.spent
+
+
+async def messages(request: Request) -> Response:
+    """Create a message, with the request's context edits applied here."""
+    gateway = gateway_of(request)
+    if gateway.config.passes_context_management:
+        return await relay(request, "anthropic")
+    outcome = await _edited(request, compaction=True)
+    if isinstance(outcome, Response):
+        return outcome
+    for entry in outcome.applied_edits:
+        gateway.metrics.edits[str(entry["type"])] += 1
+    gateway.metrics.tokens_saved += outcome.tokens_saved
+    body = outcome.body
+    field = outcome.response_field()
+    done: CompactionDone | None = None
+    if outcome.compaction is not None:
+        pending = outcome.compaction
+        try:
+            summarizer, spent = _summarizer(request, body)
+            done = await race_disconnect(
+                request.receive, lambda: compact(pending, summarizer, spent=spent)
+            )
+        except ClientGone:
+            gateway.metrics.upstream_errors["cancelled"] += 1
+            return Response(status_code=CLIENT_GONE)
+        gateway.metrics.compactions += done.block["content"] is not None
+        body = {**body, "messages": done.messages}
+        gateway.metrics.tokens_saved += max(
+            outcome.input_tokens - Tally(gateway.counter, body, gateway.counts).total, 0
+        )
+        if pending.edit.pause_after_compaction:
+            return paused_answer(body, done, field)
+    betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
+    opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
+    if isinstance(opened, Response):
+        return opened
+    if opened.status_code >= 400 or not outcome.requested or outcome.failed:
+        return stream_back(request, opened, "anthropic")
+    compaction = (done.block, done.iteration) if done is not None else None
+    if opened.headers.get("content-type", "").startswith("text/event-stream"):
+        chunks = upstream_chunks(opened, stream_error("anthropic"))
+        return RelayResponse(
+            add_context_management(chunks, field, compaction),
+            upstream=opened,
+            metrics=gateway.metrics,
+            status_code=opened.status_code,
+            headers=relayed_headers(opened.headers),
+        )
+    try:
+        raw = await race_disconnect(request.receive, lambda: gateway.upstream.read(opened))
+    except UpstreamFailure as failure:
+        return error_response("anthropic", failure.status, failure.message)
+    except ClientGone:
+        gateway.metrics.upstream_errors["cancelled"] += 1
+        return Response(status_code=CLIENT_GONE)
+    headers = relayed_headers(opened.headers)
+    try:
+        answer = json.loads(raw)
+    except json.JSONDecodeError:
+        return Response(raw, status_code=opened.status_code, headers=headers)
+    if isinstance(answer, dict) and answer.get("type") == "message":
+        answer["context_management"] = field
+        if done is not None:
+            _add_compaction(answer, done)
+        raw = _dumps(answer)
+    return Response(raw, status_code=opened.status_code, headers=headers)
+
+
+def _add_compaction(answer: dict[str, Any], done: CompactionDone) -> None:
+    """The compaction block first in ``content``; its iteration in ``usage.iterations``
+    (the top-level usage stays the upstream's: Anthropic excludes compaction from it)."""
+    content = answer.get("content")
+    answer["content"] = [done.block, *(content if isinstance(content, list) else [])]
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        message = {k: v for k, v in usage.items() if k != "iterations"}
+        usage["iterations"] = [done.iteration, {"type": "message", **message}]
+
+
+async def count_tokens(request: Request) -> Response:
+    """The input tokens of what ``/v1/messages`` would send after the edits, counted by
+    the gateway's counter (named in the ``x-contextfold-counter`` header)."""
+    gateway = gateway_of(request)
+    if gateway.config.passes_context_management:
+        return await relay(request, "anthropic")
+    outcome = await _edited(request, compaction=False)
+    if isinstance(outcome, Response):
+        return outcome
+    result: dict[str, Any] = {"input_tokens": outcome.input_tokens}
+    if outcome.requested:
+        result["context_management"] = {"original_input_tokens": outcome.original_input_tokens}
+    name = str(getattr(gateway.counter, "name", type(gateway.counter).__name__))
+    return JSONResponse(result, headers={"x-contextfold-counter": name})

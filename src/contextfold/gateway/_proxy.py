@@ -1,0 +1,128 @@
+"""The gateway's shared state and the pass-through route: a request relayed unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..context import Summarizer
+from ..token import TokenCounter
+from ._body import BodyError, read_body
+from ._config import GatewayConfig
+from ._count import CountCache
+from ._disconnect import ClientGone, race_disconnect
+from ._errors import Dialect, error_response
+from ._metrics import Metrics
+from ._relay import RelayResponse, upstream_chunks
+from ._sse import error_event
+from ._upstream import Upstream, UpstreamFailure, relayed_headers
+
+__all__ = [
+    "Gateway",
+    "dialect_of",
+    "gateway_of",
+    "open_upstream",
+    "relay",
+    "stream_back",
+    "stream_error",
+]
+
+CLIENT_GONE = 499
+"""The status recorded for a request whose client disconnected (nginx's convention)."""
+
+
+@dataclass
+class Gateway:
+    """What every route shares: the settings, the upstream client, the counters."""
+
+    config: GatewayConfig
+    upstream: Upstream
+    metrics: Metrics
+    counter: TokenCounter
+    summarizer: Summarizer
+    """Writes the summary of an emulated ``compact_20260112``."""
+    counts: CountCache
+    """Message counts kept across requests."""
+
+
+def gateway_of(request: Request) -> Gateway:
+    """The gateway the app was built with."""
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+def dialect_of(request: Request) -> Dialect:
+    """Anthropic when the client speaks it (its version header or key header), else OpenAI."""
+    headers = request.headers
+    return "anthropic" if "anthropic-version" in headers or "x-api-key" in headers else "openai"
+
+
+async def open_upstream(
+    request: Request,
+    body: bytes,
+    dialect: Dialect,
+    *,
+    drop_betas: frozenset[str] = frozenset(),
+) -> httpx.Response | Response:
+    """The upstream's response to ``body`` sent on ``request``'s path, or the error response
+    to give the client (unreachable, timed out, or the client left first)."""
+    gateway = gateway_of(request)
+
+    def send() -> Awaitable[httpx.Response]:
+        return gateway.upstream.open(
+            request.method,
+            request.url.path,
+            query=request.url.query,
+            headers=request.headers.items(),
+            body=body,
+            drop_betas=drop_betas,
+        )
+
+    try:
+        return await race_disconnect(request.receive, send)
+    except UpstreamFailure as failure:
+        return error_response(dialect, failure.status, failure.message)
+    except ClientGone:
+        gateway.metrics.upstream_errors["cancelled"] += 1
+        return Response(status_code=CLIENT_GONE)
+
+
+def stream_error(dialect: Dialect) -> Callable[[str], bytes] | None:
+    """What ends a stream whose upstream failed mid-body: an Anthropic ``error`` event
+    (``timeout_error`` or ``api_error``); nothing for OpenAI streams."""
+    if dialect != "anthropic":
+        return None
+    return lambda kind: error_event(
+        "timeout_error" if kind == "timeout" else "api_error",
+        "the upstream stopped sending in time" if kind == "timeout" else "the upstream failed",
+    )
+
+
+def stream_back(request: Request, response: httpx.Response, dialect: Dialect) -> RelayResponse:
+    """The upstream's response relayed as it arrives (status, headers, body unchanged)."""
+    gateway = gateway_of(request)
+    return RelayResponse(
+        upstream_chunks(response, stream_error(dialect)),
+        upstream=response,
+        metrics=gateway.metrics,
+        status_code=response.status_code,
+        headers=relayed_headers(response.headers),
+    )
+
+
+async def relay(request: Request, dialect: Dialect, body: bytes | None = None) -> Response:
+    """Send the request upstream as it came and relay the answer, errors included."""
+    gateway = gateway_of(request)
+    if body is None:
+        try:
+            body = await read_body(request, gateway.config.max_body_bytes)
+        except BodyError as exc:
+            return error_response(dialect, exc.status, exc.message)
+    opened = await open_upstream(request, body, dialect)
+    if isinstance(opened, Response):
+        return opened
+    return stream_back(request, opened, dialect)

@@ -1,0 +1,130 @@
+"""The one HTTP client to the upstream provider: headers in, headers out, failures named.
+
+The client's credentials (``Authorization``, ``x-api-key``) are forwarded as received
+and exist only in the request being forwarded: nothing here logs or keeps headers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+import httpx
+
+from ._config import GatewayConfig
+from ._metrics import Metrics
+
+__all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
+
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_NOT_FORWARDED = _HOP_BY_HOP | {"host", "content-length", "content-encoding", "accept-encoding"}
+"""Request headers the gateway sets itself: the body may have been decoded or edited, and
+the upstream connection negotiates its own encoding (decoded before it is relayed)."""
+_NOT_RELAYED = _HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+
+
+class UpstreamFailure(Exception):
+    """The upstream could not be reached or did not answer in time (not an HTTP error:
+    those are relayed as they are)."""
+
+    def __init__(self, kind: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.message = message
+
+
+def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream's response headers a client should see (request ids, rate limits)."""
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_RELAYED}
+
+
+def _forwarded(
+    headers: Iterable[tuple[str, str]], drop_betas: frozenset[str]
+) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, value in headers:
+        low = name.lower()
+        if low in _NOT_FORWARDED:
+            continue
+        if low == "anthropic-beta" and drop_betas:
+            kept = [b.strip() for b in value.split(",") if b.strip() not in drop_betas]
+            if not kept:
+                continue
+            value = ",".join(kept)
+        out.append((name, value))
+    return out
+
+
+class Upstream:
+    """Sends requests to the configured upstream and times them."""
+
+    def __init__(self, config: GatewayConfig, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._client = httpx.AsyncClient(
+            base_url=config.upstream,
+            timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
+            follow_redirects=False,
+        )
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        drop_betas: frozenset[str] = frozenset(),
+    ) -> httpx.Response:
+        """Send a request and return the response with its body still unread (the caller
+        closes it). ``drop_betas`` are removed from ``anthropic-beta``."""
+        request = self._client.build_request(
+            method,
+            path + (f"?{query}" if query else ""),
+            headers=_forwarded(headers, drop_betas),
+            content=body,
+        )
+        start = time.perf_counter()
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.TimeoutException:
+            self._metrics.upstream_errors["timeout"] += 1
+            raise UpstreamFailure("timeout", 504, "the upstream did not answer in time") from None
+        except httpx.TransportError as exc:
+            self._metrics.upstream_errors["connect"] += 1
+            raise UpstreamFailure(
+                "connect", 502, f"the upstream could not be reached: {type(exc).__name__}"
+            ) from None
+        self._metrics.upstream_latency(time.perf_counter() - start)
+        return response
+
+    async def read(self, response: httpx.Response) -> bytes:
+        """The whole body of an opened response, closed after; timeouts reported."""
+        try:
+            return await response.aread()
+        except httpx.TimeoutException:
+            self._metrics.upstream_errors["timeout"] += 1
+            raise UpstreamFailure("timeout", 504, "the upstream stopped sending in time") from None
+        except httpx.TransportError as exc:
+            self._metrics.upstream_errors["connect"] += 1
+            raise UpstreamFailure(
+                "connect", 502, f"the upstream connection failed: {type(exc).__name__}"
+            ) from None
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
