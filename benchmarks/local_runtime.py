@@ -89,8 +89,6 @@ def _choice_rule() -> str:
 
 
 def build_job() -> dict[str, Any]:
-    from contextfold.model._local_grammar import bounded_strings
-
     prompt = chatml_prompt(CONVERSATION, TOOLS)
     decodes: list[dict[str, Any]] = []
     for seed in range(4):
@@ -99,7 +97,7 @@ def build_job() -> dict[str, Any]:
         )
         for tool in TOOLS:
             call = prompt + f"functions.{tool.name}:\n"
-            schema = json.dumps(bounded_strings(tool.parameters, 256))
+            schema = json.dumps(tool.parameters)  # its strings bounded or enumerated
             decodes.append(
                 {"prompt": call, "schema": schema, "temp": 0.2, "max_tokens": 256, "seed": seed}
             )
