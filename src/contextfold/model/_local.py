@@ -25,8 +25,7 @@ from ._local_turn import Emit, Turn, TurnRunner, check_tool_choice
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
-    from llama_cpp.llama_grammar import LlamaGrammar
+    from ._local_runtime import LlamaRuntime
 
 __all__ = ["LocalChatModel"]
 
@@ -91,7 +90,7 @@ class LocalChatModel(ChatModelBase):
         under (narrower than its own, e.g. an ``enum`` of the values valid now), or
         ``None`` for the tool's own schema."""
         self._counter = counter
-        self._llama: Llama | None = None
+        self._llama: LlamaRuntime | None = None
         self._lock = threading.Lock()
         self._grammars = GrammarCache()
         self._meter = KVCacheMeter()
@@ -108,7 +107,7 @@ class LocalChatModel(ChatModelBase):
 
     # -- llama.cpp, always called with self._lock held, in a worker thread ------------
 
-    def _load(self) -> Llama:
+    def _load(self) -> LlamaRuntime:
         if self._llama is None:
             self._llama = load_llama(
                 self.model_path, n_ctx=self.context_size, n_threads=self.n_threads
@@ -119,7 +118,7 @@ class LocalChatModel(ChatModelBase):
         self,
         prompt: str,
         *,
-        grammar: LlamaGrammar | None = None,
+        grammar: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
         on_text: Callable[[str], None] | None = None,

@@ -1,23 +1,20 @@
 """One llama.cpp completion, run in the worker thread with the model's lock held: the
 weights loaded on first use, the context window checked, the text sampled (streamed or
-not) and the KV cache's share of the prompt measured."""
+not, by :mod:`._local_runtime`) and the KV cache's share of the prompt measured."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 from .._embedded import close_at_exit
-from .._exceptions import ContextWindowExceededError, MissingDependencyError, ModelError
+from .._exceptions import ContextWindowExceededError, ModelError
 from .._logging import logger
 from ..message import Usage
 from ._local_kvcache import CacheProbe, KVCacheMeter
-
-if TYPE_CHECKING:
-    from llama_cpp import Llama
-    from llama_cpp.llama_grammar import LlamaGrammar
+from ._local_runtime import LlamaRuntime
 
 __all__ = ["Complete", "Completion", "complete", "load_llama"]
 
@@ -48,30 +45,23 @@ class Complete(Protocol):
         self,
         prompt: str,
         *,
-        grammar: LlamaGrammar | None = None,
+        grammar: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> Completion: ...
 
 
-def load_llama(path: Path, *, n_ctx: int, n_threads: int | None) -> Llama:
+def load_llama(path: Path, *, n_ctx: int, n_threads: int | None) -> LlamaRuntime:
     """The GGUF file at ``path`` loaded by llama.cpp, closed when the interpreter exits."""
-    try:
-        from llama_cpp import Llama
-    except ImportError as exc:
-        raise MissingDependencyError("llama-cpp-python", "local") from exc
     logger.info("loading %s (n_ctx=%d)", path, n_ctx)
-    try:
-        llama = Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
-    except (ValueError, RuntimeError) as exc:
-        raise ModelError(f"could not load {path}: {exc}") from exc
-    close_at_exit(llama)
-    return llama
+    runtime = LlamaRuntime(path, n_ctx=n_ctx, n_threads=n_threads)
+    close_at_exit(runtime)
+    return runtime
 
 
 def complete(
-    llama: Llama,
+    llama: LlamaRuntime,
     prompt: str,
     *,
     model_name: str,
@@ -79,56 +69,39 @@ def complete(
     max_tokens: int,
     temperature: float,
     seed: int | None,
-    grammar: LlamaGrammar | None,
+    grammar: str | None,
     on_text: Callable[[str], None] | None,
     meter: KVCacheMeter,
 ) -> Completion:
     """``prompt`` completed (``on_text`` given each piece as it is sampled), recorded on
     ``meter``. Raises :class:`ContextWindowExceededError` when the prompt does not fit."""
-    tokens = llama.tokenize(prompt.encode(), add_bos=True, special=True)
+    tokens = llama.tokenize(prompt, add_bos=True)
     n_prompt = len(tokens)
     if n_prompt >= context_size:
         raise ContextWindowExceededError(
             f"{model_name}: the prompt is {n_prompt} tokens but the context window "
             f"is {context_size}; compress the context or raise context_size"
         )
-    params: dict[str, Any] = {
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "repeat_penalty": 1.1,
-        "stop": _STOP,
-        "grammar": grammar,
-        "seed": seed,
-    }
     probe = CacheProbe.start(llama, tokens)
     try:
-        if on_text is None:
-            result: Any = llama.create_completion(**params)
-            choice = result["choices"][0]
-            done = Completion(
-                text=choice["text"],
-                prompt_tokens=result["usage"]["prompt_tokens"],
-                completion_tokens=result["usage"]["completion_tokens"],
-                finish_reason=choice["finish_reason"],
-            )
-        else:
-            done = Completion(prompt_tokens=n_prompt)
-            chunks: Iterator[Any] = llama.create_completion(stream=True, **params)  # type: ignore[assignment]
-            for chunk in chunks:
-                piece = chunk["choices"][0]
-                if piece["text"]:
-                    done.text += piece["text"]
-                    on_text(piece["text"])
-                done.finish_reason = piece["finish_reason"] or done.finish_reason
-            # Streaming reports no usage; the tokenizer is the model's own.
-            done.completion_tokens = len(llama.tokenize(done.text.encode(), add_bos=False))
-    except ValueError as exc:
-        if "exceed context window" in str(exc):
-            raise ContextWindowExceededError(f"{model_name}: {exc}") from exc
-        raise ModelError(f"{model_name}: {exc}") from exc
+        out = llama.generate(
+            tokens,
+            grammar=grammar,
+            # Like llama-cpp-python: what is left of the window bounds the answer.
+            max_tokens=min(max_tokens, context_size - n_prompt),
+            temperature=temperature,
+            seed=seed,
+            stop=_STOP,
+            on_text=on_text,
+        )
     except RuntimeError as exc:
         raise ModelError(f"{model_name}: llama.cpp failed: {exc}") from exc
+    done = Completion(
+        text=out.text,
+        prompt_tokens=n_prompt,
+        completion_tokens=out.completion_tokens,
+        finish_reason=out.finish_reason,
+    )
     done.cached_tokens = meter.record(probe, llama, prompt_tokens=done.prompt_tokens)
     logger.debug(
         "%s: %d of %d prompt tokens served from the KV cache",

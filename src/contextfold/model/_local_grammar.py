@@ -1,57 +1,57 @@
-"""The llama.cpp grammars the embedded model decodes under, built once per shape."""
+"""The llama.cpp grammars (GBNF text) the embedded model decodes under, built once per
+shape."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._logging import logger
 from ..message import ToolSpec
-
-if TYPE_CHECKING:
-    from llama_cpp.llama_grammar import LlamaGrammar
+from ._local_runtime import cyllama
 
 __all__ = ["GrammarCache", "bounded_strings"]
 
 
 class GrammarCache:
-    """Grammars by their source text: compiling one costs more than a short completion."""
+    """Grammars by their source: converting a schema costs more than a short completion."""
 
     def __init__(self) -> None:
-        self._grammars: dict[str, LlamaGrammar] = {}
+        self._grammars: dict[str, str] = {}
 
-    def _grammar(self, key: str, build: Callable[[], LlamaGrammar]) -> LlamaGrammar:
+    def _grammar(self, key: str, build: Callable[[], str]) -> str:
         if key not in self._grammars:
             self._grammars[key] = build()
         return self._grammars[key]
 
-    def schema(self, schema: dict[str, Any]) -> LlamaGrammar:
-        """JSON matching ``schema``, or any JSON when llama.cpp cannot express it."""
-        from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+    def schema(self, schema: dict[str, Any]) -> str:
+        """JSON matching ``schema``, or any JSON object when llama.cpp cannot express it."""
+        convert = cyllama().json_schema_to_grammar
 
         # In the schema's own order: properties are written in that order, so a later
         # field's allowed values can depend on an earlier one (through ``anyOf``).
         text = json.dumps(schema)
 
-        def build() -> LlamaGrammar:
+        def build() -> str:
             try:
-                return LlamaGrammar.from_json_schema(text, verbose=False)
+                return str(convert(text))
             except Exception as exc:  # llama.cpp cannot express every schema as a grammar
                 logger.info("schema not expressible as a grammar (%s); using plain JSON", exc)
-                return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+                return str(convert(_ANY_OBJECT))
 
         return self._grammar("schema:" + text, build)
 
-    def choice(self, tools: Sequence[ToolSpec], *, allow_message: bool) -> LlamaGrammar:
+    def choice(self, tools: Sequence[ToolSpec], *, allow_message: bool) -> str:
         """``functions.<name>:`` for one of ``tools``, or ``message:`` if allowed."""
-        from llama_cpp.llama_grammar import LlamaGrammar
-
         options = [json.dumps(f"functions.{t.name}:") for t in tools]
         if allow_message:
             options.append(json.dumps("message:"))
         rule = "root ::= " + " | ".join(options)
-        return self._grammar(rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+        return self._grammar(rule, lambda: rule)
+
+
+_ANY_OBJECT = json.dumps({"type": "object"})
 
 
 _CHARS_PER_TOKEN = 3

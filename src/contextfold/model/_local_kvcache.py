@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
+    from ._local_runtime import LlamaRuntime
 
 __all__ = ["CacheProbe", "KVCacheMeter", "KVCacheStats", "PerfMark", "shared_prefix"]
 
@@ -44,7 +44,8 @@ class PerfMark:
     llama.cpp counts every token it decodes: a batch of one as ``n_eval``, a larger one
     as ``n_p_eval``. Their sum is therefore every token decoded, whatever the batching;
     llama-cpp-python decodes the prompt tokens past the prefix it reuses, then each
-    sampled token but the last. The prefix it reused is what the KV cache served.
+    sampled token but the last (:class:`~._local_runtime.LlamaRuntime` does the same).
+    The prefix it reused is what the KV cache served.
 
     llama.cpp reports a counter that is still 0 as 1, so on a fresh context the
     difference can come out short by up to 2 and overstate the reuse: the caller bounds
@@ -55,17 +56,16 @@ class PerfMark:
     prompt_ms: float
 
     @classmethod
-    def read(cls, llama: Llama) -> PerfMark:
-        import llama_cpp
-
-        data = llama_cpp.llama_perf_context(llama.ctx)
-        return cls(decoded=int(data.n_p_eval) + int(data.n_eval), prompt_ms=data.t_p_eval_ms)
+    def read(cls, llama: LlamaRuntime) -> PerfMark:
+        counters = llama.perf()
+        return cls(decoded=counters.decoded, prompt_ms=counters.prompt_ms)
 
     def cached_tokens(self, after: PerfMark, *, prompt_tokens: int, n_tokens: int) -> int:
         """Prompt tokens not evaluated between this mark and ``after``.
 
-        ``n_tokens`` is ``Llama.n_tokens`` after the call: the prompt plus the sampled
-        tokens that were fed back, so the excess over the prompt is generation work.
+        ``n_tokens`` is the number of tokens the KV cache holds after the call: the
+        prompt plus the sampled tokens that were fed back, so the excess over the prompt
+        is generation work.
         """
         sampled = max(n_tokens - prompt_tokens, 0)
         evaluated = after.decoded - self.decoded - sampled
@@ -90,10 +90,8 @@ class CacheProbe:
     reusable: int
 
     @classmethod
-    def start(cls, llama: Llama, tokens: Sequence[int]) -> CacheProbe:
-        before = PerfMark.read(llama)
-        held = llama.input_ids[: llama.n_tokens].tolist()
-        return cls(before=before, reusable=shared_prefix(held, tokens))
+    def start(cls, llama: LlamaRuntime, tokens: Sequence[int]) -> CacheProbe:
+        return cls(before=PerfMark.read(llama), reusable=shared_prefix(llama.held, tokens))
 
 
 class KVCacheMeter:
@@ -108,11 +106,13 @@ class KVCacheMeter:
         with self._lock:
             return replace(self._stats)
 
-    def record(self, probe: CacheProbe, llama: Llama, *, prompt_tokens: int) -> int:
+    def record(self, probe: CacheProbe, llama: LlamaRuntime, *, prompt_tokens: int) -> int:
         """Count a finished completion; returns its prompt tokens the KV cache served."""
         after = PerfMark.read(llama)
         cached = min(
-            probe.before.cached_tokens(after, prompt_tokens=prompt_tokens, n_tokens=llama.n_tokens),
+            probe.before.cached_tokens(
+                after, prompt_tokens=prompt_tokens, n_tokens=len(llama.held)
+            ),
             probe.reusable,
         )
         with self._lock:

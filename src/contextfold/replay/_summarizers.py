@@ -33,7 +33,7 @@ def summarizer_from_string(spec: str, *, base_url: str | None = None) -> Summari
             "'local:<path.gguf>' or '<provider>:<model>' such as 'openai:gpt-4o-mini' or "
             "'anthropic:claude-sonnet-4-5'"
         )
-    if provider == "local" and importlib.util.find_spec("llama_cpp") is None:
+    if provider == "local" and importlib.util.find_spec("cyllama") is None:
         # Fail before replaying: the model would only load at the first compression.
-        raise MissingDependencyError("llama-cpp-python", "local")
+        raise MissingDependencyError("cyllama", "local")
     return ModelSummarizer(model_from_string(name, base_url=base_url))

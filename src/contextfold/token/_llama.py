@@ -27,14 +27,14 @@ Two framings are counted, both exactly; the prompts themselves are rendered by
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import functools
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from .._embedded import close_at_exit, embedded_model_path
+from .._embedded import embedded_model_path
 from .._exceptions import MissingDependencyError
 from ..message import (
     Msg,
@@ -48,9 +48,6 @@ from ..message import (
     tools_shown,
 )
 
-if TYPE_CHECKING:
-    from llama_cpp import Llama
-
 __all__ = ["Framing", "LlamaTokenCounter"]
 
 Framing = Literal["local", "server"]
@@ -59,23 +56,21 @@ _vocab_lock = threading.Lock()
 
 
 @functools.cache
-def _vocab(path: Path) -> Llama:
-    """The GGUF's tokenizer alone (no weights), loaded once per path."""
+def _vocab(path: Path) -> Any:
+    """The GGUF's model for its tokenizer (cyllama's ``LlamaModel``), loaded once per path.
+
+    The whole model is loaded (memory-mapped, not read): cyllama's build aborts the
+    process on a vocab-only load of this GGUF (llama.cpp b9190, llama-hparams.cpp).
+    """
     try:
-        from llama_cpp import Llama
+        import cyllama.llama.llama_cpp as cy
     except ImportError as exc:
-        raise MissingDependencyError("llama-cpp-python", "local") from exc
-    try:
-        from llama_cpp._utils import suppress_stdout_stderr
-    except ImportError:  # private helper; without it llama.cpp prints one harmless warning
-        quiet: Any = contextlib.nullcontext()
-    else:
-        quiet = suppress_stdout_stderr(disable=False)
-    # A vocab-only model has no trained context length, which llama.cpp warns about.
-    with _vocab_lock, quiet:
-        llama = Llama(str(path), vocab_only=True, verbose=False)
-    close_at_exit(llama)
-    return llama
+        raise MissingDependencyError("cyllama", "local") from exc
+    cy.disable_logging()
+    with _vocab_lock:
+        model = cy.LlamaModel(str(path), cy.LlamaModelParams())
+    atexit.register(model.close)  # cached for good; the binding has no weak references
+    return model
 
 
 class LlamaTokenCounter:
@@ -102,7 +97,8 @@ class LlamaTokenCounter:
     def tokenize(self, text: str, *, add_bos: bool = False) -> list[int]:
         """Token ids of ``text``, special tokens such as ``<|im_end|>`` parsed as llama.cpp
         does for a prompt. ``add_bos`` adds BOS only if the GGUF asks for it."""
-        return list(_vocab(self.model_path).tokenize(text.encode(), add_bos=add_bos, special=True))
+        vocab = _vocab(self.model_path).get_vocab()
+        return list(vocab.tokenize(text, add_special=add_bos, parse_special=True))
 
     def count_text(self, text: str) -> int:
         """Tokens in ``text`` as it would appear inside a prompt."""
