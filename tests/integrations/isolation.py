@@ -56,6 +56,12 @@ async def first_ref(workspace: BaseWorkspace, session: str) -> str:
     return items[0].ref
 
 
+def _relative(ref: str) -> str:
+    """``ref`` from its ``sessions/`` part on (LocalWorkspace lists absolute paths)."""
+    at = ref.find("sessions/")
+    return ref[at:] if at >= 0 else ref
+
+
 async def check_isolated(
     workspace: BaseWorkspace, answers: list[str], *, own: str, other: str
 ) -> None:
@@ -68,8 +74,9 @@ async def check_isolated(
     assert grep_other == "No matches."
     assert read_other.startswith("Error:"), read_other
     assert "not an offloaded item of this session" in read_other
-    other_refs = [i.ref for i in await workspace.list_items(other)]
-    own_refs = [i.ref for i in await workspace.list_items(own)]
+    # Glob prints workspace-relative references (``sessions/...``), which Read accepts.
+    other_refs = [_relative(i.ref) for i in await workspace.list_items(other)]
+    own_refs = [_relative(i.ref) for i in await workspace.list_items(own)]
     assert not any(ref in glob for ref in other_refs), glob
     assert any(ref in glob for ref in own_refs), glob
     assert search.startswith("No offloaded items match"), search

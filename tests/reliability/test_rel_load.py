@@ -287,5 +287,7 @@ async def test_hostile_readback_calls_do_not_stall_the_other_sessions(new_ws: ob
     # A stall is a step that waits for a hostile call to reach its deadline (matching on the
     # event loop gives p99 = the limit, 5.1 s against 0.7 s). Sharing two cores with the
     # niced matching threads slows steps too (p99 x1.2-2.1 in CI runs), which is no stall.
+    # The median can double on a loaded 2-core runner (0.26 s against 0.12 s once in CI,
+    # after reads moved to worker threads); a stall puts it near the limit (5 s).
     assert p99 < base_p99 + READBACK_LIMIT / 2
-    assert med <= 2 * base_med
+    assert med <= 3 * base_med
