@@ -45,3 +45,13 @@ def log_text(turn: int, call: int) -> str:
         f"turn{turn} call{call} line {i}: GET /api/items status 200 in {i * 7 % 90} ms"
         for i in range(120)
     )
+
+
+FIELDS = {
+    "task_overview": "Check the services.",
+    "current_state": "Logs read.",
+    "important_discoveries": "None.",
+    "next_steps": "Next service.",
+    "context_to_preserve": "ids",
+}
+"""The summary fields the scripted summarizers answer with."""

@@ -32,15 +32,16 @@ from contextfold.integrations.langchain import ContextfoldMiddleware, LangChainC
 from contextfold.model import ScriptedModel
 from contextfold.workspace import MemoryWorkspace
 
-from .items import CALLS_PER_TURN, CONFIG, CONTEXT_SIZE, MAX_IMAGES, TURNS, log_text, png_b64
-
-FIELDS = {
-    "task_overview": "Check the services.",
-    "current_state": "Logs read.",
-    "important_discoveries": "None.",
-    "next_steps": "Next service.",
-    "context_to_preserve": "ids",
-}
+from .items import (
+    CALLS_PER_TURN,
+    CONFIG,
+    CONTEXT_SIZE,
+    FIELDS,
+    MAX_IMAGES,
+    TURNS,
+    log_text,
+    png_b64,
+)
 
 
 def prompt(t: int) -> HumanMessage:

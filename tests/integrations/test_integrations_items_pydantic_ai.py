@@ -55,15 +55,16 @@ from contextfold.integrations.pydantic_ai import ContextfoldHistory, PydanticAIC
 from contextfold.model import ScriptedModel
 from contextfold.workspace import MemoryWorkspace
 
-from .items import CALLS_PER_TURN, CONFIG, CONTEXT_SIZE, MAX_IMAGES, TURNS, log_text, png
-
-FIELDS = {
-    "task_overview": "Check the services.",
-    "current_state": "Logs read.",
-    "important_discoveries": "None.",
-    "next_steps": "Next service.",
-    "context_to_preserve": "ids",
-}
+from .items import (
+    CALLS_PER_TURN,
+    CONFIG,
+    CONTEXT_SIZE,
+    FIELDS,
+    MAX_IMAGES,
+    TURNS,
+    log_text,
+    png,
+)
 
 
 def prompt(t: int) -> list[Any]:

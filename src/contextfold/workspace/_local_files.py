@@ -142,21 +142,11 @@ def open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
 
 def read_file(root: str | int, parts: tuple[str, ...], name: str) -> bytes | None:
     """The bytes of ``root/parts.../name``, ``None`` if it does not exist."""
-    try:
-        dfd = open_dir(root, *parts)
-    except FileNotFoundError:
+    reader = open_reader(root, parts, name)
+    if reader is None:
         return None
-    try:
-        fd = open_file(dfd, name, READ, "/".join((*parts, name)))
-    except FileNotFoundError:
-        return None
-    finally:
-        os.close(dfd)
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+    with reader:
+        return reader.read()
 
 
 def open_reader(root: str | int, parts: tuple[str, ...], name: str) -> BinaryIO | None:
