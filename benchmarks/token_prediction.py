@@ -3,7 +3,8 @@
 contextfold's ``CalibratedCounter`` predicts a call's prompt as *the previous call's
 reported count plus a learned ratio times the o200k count of what was added since*; when
 the request does not extend the last one it reports (after a compaction) it falls back to
-plain o200k. The fair baseline is given the same anchor. Strategies, each fed only what a
+o200k scaled up by the last call's reported/estimated ratio when o200k undercounted.
+The fair baseline is given the same anchor. Strategies, each fed only what a
 running agent has (the reported counts of the earlier calls of the same run):
 
 - **ours**: ``CalibratedCounter(OpenAITokenCounter("o200k_base"))``, ``count_request +

@@ -88,3 +88,50 @@ def test_calibrated_counter_keeps_the_inner_identity() -> None:
     counter.observe(msgs, TOOLS, 50)
     parts = sum(counter.count_message(m) for m in msgs) + counter.count_tools(TOOLS)
     assert counter.count_request(msgs, TOOLS) == parts + counter.count_request([], ())
+
+
+class _Undercounting:
+    """An estimator that counts half of what the provider counts (o200k against a
+    smaller vocabulary errs this way)."""
+
+    name = "half"
+    exact = False
+
+    def __init__(self) -> None:
+        self.inner = AnthropicEstimator()
+
+    def count_text(self, text: str) -> int:
+        return self.inner.count_text(text) // 2
+
+    def count_message(self, msg: Msg) -> int:
+        return self.inner.count_message(msg) // 2
+
+    def count_tools(self, tools: list[ToolSpec]) -> int:  # type: ignore[override]
+        return self.inner.count_tools(tools) // 2
+
+    def count_request(self, messages: list[Msg], tools: list[ToolSpec] = ()) -> int:  # type: ignore[assignment]
+        return sum(self.count_message(m) for m in messages) + self.count_tools(tools)
+
+
+def test_a_request_after_a_compaction_is_scaled_by_what_the_provider_counted() -> None:
+    """After a compaction the request no longer extends the observed one; an estimator
+    that undercounts (the provider reported twice its estimate) is scaled up by the last
+    whole-request ratio rather than trusted as it is (20% median error on the first
+    request after a compaction in benchmarks.token_prediction before)."""
+    counter = CalibratedCounter(_Undercounting())  # type: ignore[arg-type]
+    sent = _history(6)
+    estimate = counter.count_request(sent, TOOLS)
+    counter.observe(sent, TOOLS, 2 * estimate)
+    compressed = sent[4:]
+    plain = counter.count_request(compressed, TOOLS)
+    assert counter.calibrated_request(compressed, TOOLS) == 2 * plain
+
+
+def test_an_overcounting_estimator_is_never_scaled_down_after_a_compaction() -> None:
+    """The Claude estimator errs high by design (it never undercounts): a request that
+    does not extend the observed one keeps that guarantee."""
+    counter = CalibratedCounter(AnthropicEstimator())
+    sent = _history(6)
+    counter.observe(sent, TOOLS, counter.count_request(sent, TOOLS) // 2)
+    compressed = sent[4:]
+    assert counter.correction(compressed, TOOLS) == 0

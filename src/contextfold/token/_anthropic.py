@@ -179,7 +179,9 @@ class CalibratedCounter:
     After :meth:`observe` (the messages and tools of a request, and its reported usage),
     :meth:`calibrated_request` of a request that extends that one (same first and last
     message of the observed prefix, same tools) is ``reported + ratio x estimate(added
-    since)``; any other request gets the plain estimate. ``ratio`` is learned from
+    since)``; any other request (after a compaction) gets the plain estimate, scaled up by
+    the last observation's reported/estimated ratio when the estimator undercounted there
+    (never scaled down). ``ratio`` is learned from
     consecutive observations that extend each other (reported growth over estimated
     growth: the first sample as it is, then smoothed; 1 until two such observations, and
     kept within [0.5, 2]): how the
@@ -189,7 +191,8 @@ class CalibratedCounter:
     O(1) given the caller's estimate), to add to a running total.
 
     Error bound: the observed prefix contributes no error; only the messages added since
-    the observation (true count ``A``) do, by the ratio's error on them. Without a learned
+    the observation (true count ``A``) do, by the ratio's error on them. A request that does
+    not extend the observation errs by how far that ratio is from its own. Without a learned
     ratio (``learn_ratio=False``, or before two observations) and with an estimator that
     errs within ``[-u, +o]`` times the true count, the error is within ``[-u * A, +o * A]``:
     with :class:`AnthropicEstimator` (which errs high, ``u = 0``) it never undercounts.
@@ -282,14 +285,33 @@ class CalibratedCounter:
     ) -> int:
         """What to add to ``count_request(messages, tools)`` (``estimate``, when the caller
         has it): 0 unless it extends the last observed request, else that request's
-        ``reported - estimated`` plus ``(ratio - 1)`` times the estimate of what was added."""
+        ``reported - estimated`` plus ``(ratio - 1)`` times the estimate of what was added;
+        a request that does not extend it is scaled up by that request's reported/estimated
+        ratio when the estimator undercounted (never down)."""
         obs = self._last
-        if obs is None or not self._extends(obs, messages, tools):
+        if obs is None:
             return 0
+        if not self._extends(obs, messages, tools):
+            return self._scaled(obs, messages, tools, estimate)
         if self.ratio == 1.0:
             return obs.reported - obs.estimated
         current = self.count_request(messages, tools) if estimate is None else estimate
         return obs.reported - obs.estimated + round((self.ratio - 1) * (current - obs.estimated))
+
+    def _scaled(
+        self,
+        obs: _Observation,
+        messages: Sequence[Msg],
+        tools: Sequence[ToolSpec],
+        estimate: int | None,
+    ) -> int:
+        """A request that does not extend the observed one (after a compaction): scaled by
+        the observed whole-request ratio when the estimator undercounted, never down, so an
+        estimator that errs high keeps its no-undercount guarantee."""
+        if not self.learn_ratio or obs.estimated <= 0 or obs.reported <= obs.estimated:
+            return 0
+        current = self.count_request(messages, tools) if estimate is None else estimate
+        return round((obs.reported / obs.estimated - 1) * current)
 
     def calibrated_request(self, messages: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> int:
         """Reported input tokens of the last observed request plus the estimate of what
