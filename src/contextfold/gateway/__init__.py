@@ -1,7 +1,7 @@
 """``contextfold serve``: a gateway that gives any Anthropic-compatible upstream Anthropic's
 ``context_management`` (tool-result and thinking clearing, threshold compaction,
 ``count_tokens`` after edits), relays everything else unchanged, and exports Prometheus
-metrics.
+metrics. With no upstream it serves the embedded model (:func:`serving_upstream`).
 
 Needs the ``gateway`` extra (``pip install 'contextfold[gateway]'``): Starlette, uvicorn
 and httpx.
@@ -16,6 +16,7 @@ from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edit
 
 try:
     from ._app import create_app
+    from ._embedded import embedded_upstream, serving_upstream
     from ._serve import serve
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     from .._exceptions import MissingDependencyError
@@ -38,6 +39,8 @@ __all__ = [
     "apply_context_management",
     "compact",
     "create_app",
+    "embedded_upstream",
     "parse_edits",
     "serve",
+    "serving_upstream",
 ]
