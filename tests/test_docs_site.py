@@ -23,6 +23,8 @@ SITE_PAGES = sorted(
         DOCS / "index.md",
         DOCS / "getting-started.md",
         DOCS / "benchmarks.md",
+        DOCS / "benchmarks-details.md",
+        DOCS / "benchmarks-history.md",
         DOCS / "changelog.md",
         *(DOCS / "concepts").glob("*.md"),
         *(DOCS / "how-to").glob("*.md"),

@@ -1,4 +1,5 @@
-"""The README's "engine on its own" example runs as written, with a scripted model."""
+"""The "engine in your own loop" example (docs/how-to/own-loop.md, linked from the README)
+runs as written, with a scripted model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from contextfold.message import ToolCallBlock, ToolSpec
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "own-loop.md"
 SUMMARY = {
     "task_overview": "Count the lines of the logs.",
     "current_state": "Read log 0 to log 5.",
@@ -20,17 +21,16 @@ SUMMARY = {
 
 
 def engine_example() -> str:
-    section = README.read_text().split("## The engine on its own", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "the README lost its engine example"
+    match = re.search(r"```python\n(.*?)```", PAGE.read_text(), re.DOTALL)
+    assert match is not None, "the page lost its engine example"
     return match.group(1)
 
 
-async def test_the_readme_engine_loop_compresses_truncates_and_answers(
+async def test_the_own_loop_example_compresses_truncates_and_answers(
     capsys: Any,
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(engine_example(), str(README), "exec"), namespace)
+    exec(compile(engine_example(), str(PAGE), "exec"), namespace)
     replies = [*(tool_reply(("cat", {"path": f"log{i}.txt"})) for i in range(6)), "6 logs."]
 
     def respond(request: ScriptedRequest) -> ScriptedReply:
