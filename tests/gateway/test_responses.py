@@ -423,3 +423,63 @@ def test_an_upstream_error_is_relayed_with_its_status(
         )
     assert raised.value.response.headers["retry-after"] == "7"
     assert raised.value.body == error["error"]
+
+
+FIELDS = {
+    "task_overview": "Fix the failing test in tests/test_x.py.",
+    "current_state": "Read six files; the bug is in src/m3.py.",
+    "important_discoveries": "f3 returns None on empty input.",
+    "next_steps": "Run the linter.",
+    "context_to_preserve": "Use pytest -q.",
+}
+
+
+def test_the_requests_own_model_can_write_the_summary(
+    start_gateway: GatewayFactory, upstream: ScriptedUpstream
+) -> None:
+    url = start_gateway(timeout=5.0, summarize_with="model")
+    summary_answer = response(json.dumps(FIELDS), rid="resp_sum")
+    summary_answer["usage"] = {"input_tokens": 500, "output_tokens": 60, "total_tokens": 560}
+    upstream.then_json(summary_answer)
+    answer = client(url).responses.create(
+        model=MODEL, input=[*history("Fix it."), {"type": "compaction_trigger"}]
+    )
+    (summary_call,) = upstream.received
+    sent = summary_call.json()
+    assert summary_call.path == "/v1/responses"
+    assert summary_call.headers["authorization"] == f"Bearer {SECRET}"  # the client's key
+    assert sent["model"] == MODEL
+    assert sent["store"] is False
+    assert "context_management" not in sent
+    assert sent["instructions"]
+    assert "src/mod_3.py" in json.dumps(sent["input"])  # the transcript of the history
+    assert [t["type"] for t in sent["tools"]] == ["function"]
+    assert sent["tool_choice"] == {"type": "function", "name": sent["tools"][0]["name"]}
+    assert answer.usage is not None
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (500, 60)
+
+    upstream.then_json(response("ok"))
+    item = answer.output[0].model_dump(exclude_none=True)
+    client(url).responses.create(model=MODEL, input=[item, {"role": "user", "content": "go"}])
+    (summary,) = summary_items(upstream.received[1].json()["input"])
+    assert "the bug is in src/m3.py" in text_of(summary)
+
+
+def test_a_summary_that_fails_sends_the_request_uncompacted_or_refuses_a_trigger(
+    start_gateway: GatewayFactory, upstream: ScriptedUpstream
+) -> None:
+    url = start_gateway(timeout=5.0, summarize_with="model")
+    for _ in range(3):  # every attempt of the summarizer gets prose, not the JSON fields
+        upstream.then_json(response("I would rather not."))
+    upstream.then_json(response("Linted."))
+    items = history("Fix it.")
+    answer = client(url).responses.create(model=MODEL, input=items, context_management=compaction())
+    assert [o.type for o in answer.output] == ["message"]  # no compaction claimed
+    assert upstream.received[-1].json()["input"] == items  # sent as it was
+    assert "context_management" not in upstream.received[-1].json()
+
+    for _ in range(3):
+        upstream.then_json(response("Still no."))
+    with pytest.raises(openai.InternalServerError) as raised:
+        client(url).responses.create(model=MODEL, input=[*items, {"type": "compaction_trigger"}])
+    assert raised.value.status_code == 502

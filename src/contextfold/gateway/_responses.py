@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +31,7 @@ from .._logging import logger
 from ..context import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    ModelSummarizer,
     Summarizer,
     SummaryRequest,
     SummarySchema,
@@ -55,6 +57,7 @@ from ._responses_items import (
     summary_message,
     without_trigger,
 )
+from ._responses_model import ResponsesRequestModel
 from ._responses_sse import compaction_stream, with_compaction_item
 from ._seal import SealKey
 from ._upstream import UpstreamFailure, relayed_headers
@@ -123,8 +126,10 @@ def _count(counter: TokenCounter, items: list[Any], body: dict[str, Any]) -> int
     return counter.count_request(messages, tools)
 
 
-async def _summarize(items: list[Any], summarizer: Summarizer) -> tuple[str, Usage | None]:
-    """The summary of ``items`` by the gateway's summarizer, and what it cost."""
+async def _summarize(
+    items: list[Any], summarizer: Summarizer, spent: Callable[[], Usage] | None
+) -> tuple[str, Usage | None]:
+    """The summary of ``items``, and what it cost (``spent`` when the result does not say)."""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     request = SummaryRequest(
         messages=messages_of(items),
@@ -134,7 +139,24 @@ async def _summarize(items: list[Any], summarizer: Summarizer) -> tuple[str, Usa
         schema=SummarySchema.model_json_schema(),
     )
     result = await summarizer.summarize(request)
-    return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields), result.usage
+    usage = result.usage if result.usage is not None else spent() if spent else None
+    return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields), usage
+
+
+def _summarizer(
+    request: Request, gateway: Gateway, model: Any
+) -> tuple[Summarizer, Callable[[], Usage] | None]:
+    """The app's summarizer, or (``--summarizer model``) a model summarizer on the
+    request's own model through the upstream's Responses API, with what its calls cost."""
+    if gateway.config.summarize_with != "model":
+        return gateway.summarizer, None
+    chat = ResponsesRequestModel(
+        gateway.upstream,
+        str(model),
+        headers=request.headers.items(),
+        counter=_state(request).counter,
+    )
+    return ModelSummarizer(chat, request="transcript"), lambda: chat.spent
 
 
 def _item(key: SealKey, summary: str) -> dict[str, Any]:
@@ -166,12 +188,13 @@ async def _read(request: Request, gateway: Gateway) -> tuple[bytes, dict[str, An
 
 
 async def _compaction(
-    request: Request, gateway: Gateway, items: list[Any]
+    request: Request, gateway: Gateway, items: list[Any], model: Any
 ) -> tuple[str, Usage | None] | Response:
     """The summary of ``items``, or the response to give: the client left, or the
     summarizer failed (a 502: a compaction was asked for and none can be given)."""
     try:
-        return await race_disconnect(request.receive, lambda: _summarize(items, gateway.summarizer))
+        summarizer, spent = _summarizer(request, gateway, model)
+        return await race_disconnect(request.receive, lambda: _summarize(items, summarizer, spent))
     except ClientGone:
         gateway.metrics.upstream_errors["cancelled"] += 1
         return Response(status_code=CLIENT_GONE)
@@ -212,7 +235,7 @@ async def _triggered(
         return _refused(
             ResponsesError("input: nothing to compact before compaction_trigger", "input")
         )
-    written = await _compaction(request, gateway, current)
+    written = await _compaction(request, gateway, current, body.get("model"))
     if isinstance(written, Response):
         return written
     summary, usage = written
@@ -256,7 +279,7 @@ async def responses(request: Request) -> Response:
         current = expanded.items()
         before = _count(state.counter, current, body)
         if before > threshold:
-            written = await _compaction(request, gateway, current)
+            written = await _compaction(request, gateway, current, body.get("model"))
             if isinstance(written, Response):
                 if written.status_code == CLIENT_GONE:
                     return written
@@ -339,7 +362,7 @@ async def compact_responses(request: Request) -> Response:
             raise ResponsesError("input: nothing to compact", "input")
     except ResponsesError as exc:
         return _refused(exc)
-    written = await _compaction(request, gateway, expanded.items())
+    written = await _compaction(request, gateway, expanded.items(), data["model"])
     if isinstance(written, Response):
         return written
     summary, usage = written
