@@ -483,3 +483,16 @@ def test_a_summary_that_fails_sends_the_request_uncompacted_or_refuses_a_trigger
     with pytest.raises(openai.InternalServerError) as raised:
         client(url).responses.create(model=MODEL, input=[*items, {"type": "compaction_trigger"}])
     assert raised.value.status_code == 502
+
+
+def test_a_key_that_cannot_be_created_is_a_500_not_a_crash(
+    gateway: str, upstream: ScriptedUpstream, key_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = key_file.parent.parent / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("CONTEXTFOLD_GATEWAY_KEY_FILE", str(blocker / "gateway.key"))
+    with pytest.raises(openai.InternalServerError) as raised:
+        client(gateway).responses.compact(model=MODEL, input="hello")
+    assert raised.value.status_code == 500
+    assert "key" in str(raised.value)
+    assert upstream.received == []

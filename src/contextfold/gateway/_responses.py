@@ -74,14 +74,27 @@ class _State:
     counter: TokenCounter
 
 
+class _NoKey(Exception):
+    """The sealing key could not be read or created (a server fault, not the client's)."""
+
+
 def _state(request: Request) -> _State:
     """The app's sealing key and counter, loaded on first use (so an app that never
     serves Responses compaction never creates a key file)."""
     found: _State | None = getattr(request.app.state, "responses_compaction", None)
     if found is None:
-        found = _State(SealKey.load(), OpenAITokenCounter("o200k_base"))
+        try:
+            key = SealKey.load()
+        except (OSError, ValueError) as exc:
+            logger.error("gateway: the compaction key is unavailable (%s)", exc)
+            raise _NoKey from None
+        found = _State(key, OpenAITokenCounter("o200k_base"))
         request.app.state.responses_compaction = found
     return found
+
+
+def _no_key() -> Response:
+    return error_response("openai", 500, "the gateway's compaction key is unavailable")
 
 
 def passes_responses(config: GatewayConfig) -> bool:
@@ -267,6 +280,8 @@ async def responses(request: Request) -> Response:
         return error_response("openai", exc.status, exc.message)
     except ResponsesError as exc:
         return _refused(exc)
+    except _NoKey:
+        return _no_key()
     if triggered:
         return await _triggered(request, gateway, data, expanded)
     if threshold is None and not expanded.had_items:
@@ -362,6 +377,8 @@ async def compact_responses(request: Request) -> Response:
             raise ResponsesError("input: nothing to compact", "input")
     except ResponsesError as exc:
         return _refused(exc)
+    except _NoKey:
+        return _no_key()
     written = await _compaction(request, gateway, expanded.items(), data["model"])
     if isinstance(written, Response):
         return written
