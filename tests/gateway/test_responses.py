@@ -177,7 +177,10 @@ def test_the_item_sent_back_is_expanded_to_its_summary_before_the_upstream(
     o.responses.create(model=MODEL, input=follow, context_management=compaction(100_000))
     sent = upstream.received[1].json()["input"]
     assert not any(i.get("type") == "compaction" for i in sent)
-    assert summary_items(sent) == first_summary  # the same bytes: the prefix is stable
+    assert summary_items(sent) == first_summary
+    # The prefix up to the summary is the one forwarded last time, byte for byte.
+    first_sent = upstream.received[0].json()["input"]
+    assert json.dumps(sent[:3]) == json.dumps(first_sent)
     assert [text_of(i) for i in sent] == [
         "Fix the failing test in src/mod_3.py.",
         "Now run the linter.",
