@@ -499,3 +499,50 @@ def test_a_key_that_cannot_be_created_is_a_500_not_a_crash(
     assert raised.value.status_code == 500
     assert "key" in str(raised.value)
     assert upstream.received == []
+
+
+def test_two_conversations_at_once_each_get_one_item_of_their_own(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    for _ in range(4):
+        upstream.then_json(response("next"))
+
+    def conversation(name: str) -> list[dict[str, Any]]:
+        o = client(gateway)
+        items = history(f"Task {name}: repair src/{name}_module.py.")
+        first = o.responses.create(model=MODEL, input=items, context_management=compaction())
+        assert [i.type for i in first.output] == ["compaction", "message"]
+        follow = [*items, *dumped(first.output), {"role": "user", "content": f"{name} again"}]
+        o.responses.create(model=MODEL, input=follow, context_management=compaction(100_000))
+        return follow
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(conversation, ["alpha", "beta"]))
+    continued = [r.json()["input"] for r in upstream.received if len(r.json()["input"]) == 5]
+    assert len(continued) == 2
+    for sent in continued:
+        name = "alpha" if text_of(sent[-1]) == "alpha again" else "beta"
+        other = "beta" if name == "alpha" else "alpha"
+        (summary,) = summary_items(sent)
+        assert f"src/{name}_module.py" in text_of(summary)
+        assert f"src/{other}_module.py" not in text_of(summary)
+
+
+def test_a_trigger_with_a_threshold_still_gives_exactly_one_item_and_metrics_count_it(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    import httpx
+
+    items = history("Fix it.")
+    answer = client(gateway).responses.create(
+        model=MODEL,
+        input=[*items, {"type": "compaction_trigger"}],
+        context_management=compaction(),
+    )
+    assert [o.type for o in answer.output] == ["compaction"]
+    assert upstream.received == []
+    metrics = httpx.get(f"{gateway}/metrics").text
+    assert "contextfold_gateway_compactions_total 1" in metrics
+    assert 'route="/v1/responses",status="200"' in metrics
