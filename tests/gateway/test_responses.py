@@ -546,3 +546,24 @@ def test_a_trigger_with_a_threshold_still_gives_exactly_one_item_and_metrics_cou
     metrics = httpx.get(f"{gateway}/metrics").text
     assert "contextfold_gateway_compactions_total 1" in metrics
     assert 'route="/v1/responses",status="200"' in metrics
+
+
+def test_a_compaction_that_would_not_shrink_the_input_is_not_made(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    # The user's own messages are kept word for word, and they alone pass the threshold.
+    items = [
+        {"role": "user", "content": "Review this log:\n" + "GET /a 200\n" * 800},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok"}],
+        },
+        {"role": "user", "content": "And?"},
+    ]
+    upstream.then_json(response("fine"))
+    answer = client(gateway).responses.create(
+        model=MODEL, input=items, context_management=compaction()
+    )
+    assert [o.type for o in answer.output] == ["message"]
+    assert upstream.received[0].json()["input"] == items

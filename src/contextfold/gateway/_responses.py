@@ -291,22 +291,48 @@ async def responses(request: Request) -> Response:
         body["input"] = expanded.items()
     item: dict[str, Any] | None = None
     if threshold is not None:
-        current = expanded.items()
-        before = _count(state.counter, current, body)
-        if before > threshold:
-            written = await _compaction(request, gateway, current, body.get("model"))
-            if isinstance(written, Response):
-                if written.status_code == CLIENT_GONE:
-                    return written
-                gateway.metrics.untransformed += 1  # fail open: sent uncompacted
-            else:
-                summary = written[0]
-                item = _item(state.key, summary)
-                body["input"] = [*expanded.window(), summary_message(summary), *expanded.tail()]
-                gateway.metrics.compactions += 1
-                after = _count(state.counter, body["input"], body)
-                gateway.metrics.tokens_saved += max(before - after, 0)
+        compacted = await _compacted(request, gateway, state, body, expanded, threshold)
+        if isinstance(compacted, Response):
+            return compacted
+        if compacted is not None:
+            body["input"], item = compacted
     return await _forward(request, gateway, body, item)
+
+
+async def _compacted(
+    request: Request,
+    gateway: Gateway,
+    state: _State,
+    body: dict[str, Any],
+    expanded: Expanded,
+    threshold: int,
+) -> tuple[list[Any], dict[str, Any]] | Response | None:
+    """The compacted input and its item when the input passes ``threshold``; ``None`` to
+    send the input as it is: under the threshold, a compaction that would not shrink it
+    (the kept messages alone pass the threshold), or one that failed (fail open, counted)."""
+    current = expanded.items()
+    try:
+        before = _count(state.counter, current, body)
+    except Exception as exc:  # an item the counter cannot read: sent as it is, counted
+        logger.warning("gateway: responses input not counted (%s)", type(exc).__name__)
+        gateway.metrics.untransformed += 1
+        return None
+    if before <= threshold:
+        return None
+    written = await _compaction(request, gateway, current, body.get("model"))
+    if isinstance(written, Response):
+        if written.status_code == CLIENT_GONE:
+            return written
+        gateway.metrics.untransformed += 1
+        return None
+    summary = written[0]
+    compacted = [*expanded.window(), summary_message(summary), *expanded.tail()]
+    after = _count(state.counter, compacted, body)
+    if after >= before:
+        return None
+    gateway.metrics.compactions += 1
+    gateway.metrics.tokens_saved += before - after
+    return compacted, _item(state.key, summary)
 
 
 async def _forward(
