@@ -567,3 +567,27 @@ def test_a_compaction_that_would_not_shrink_the_input_is_not_made(
     )
     assert [o.type for o in answer.output] == ["message"]
     assert upstream.received[0].json()["input"] == items
+
+
+def test_a_compaction_mid_tool_loop_keeps_the_call_in_progress_with_its_output(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    items = history("Fix the failing test.")
+    call = {"type": "function_call", "call_id": "call_9", "name": "shell", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_9", "output": "3 passed"}
+    items += [call, output]
+    upstream.then_json(response("All green."))
+    client(gateway).responses.create(model=MODEL, input=items, context_management=compaction())
+    sent = upstream.received[0].json()["input"]
+    assert [i.get("type", "message") for i in sent] == [
+        "message",
+        "message",
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[-2:] == [call, output]  # no orphaned output, no call without its output
+    assert text_of(sent[2]).startswith(SUMMARY_PREFIX)
+    calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
+    assert calls == outputs
