@@ -25,9 +25,9 @@ def serve(
         bool | None,
         typer.Option(
             "--pass-through-context-management/--emulate-context-management",
-            help="Send Anthropic's context_management upstream as sent, or strip it and apply "
-            "the edits here. Default: pass through to api.anthropic.com, emulate for any "
-            "other upstream.",
+            help="Send context_management (Anthropic's, and OpenAI's compaction on "
+            "/v1/responses) upstream as sent, or strip it and emulate it here. Default: pass "
+            "through to api.anthropic.com and api.openai.com, emulate for any other upstream.",
             show_default=False,
         ),
     ] = None,

@@ -18,6 +18,7 @@ from ._count import CountCache
 from ._messages import count_tokens, messages
 from ._metrics import Metrics
 from ._proxy import Gateway, dialect_of, gateway_of, relay
+from ._responses import compact_responses, responses
 from ._upstream import Upstream
 
 __all__ = ["create_app"]
@@ -30,6 +31,8 @@ _ROUTES = frozenset(
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/responses/compact",
     }
 )
 
@@ -113,6 +116,8 @@ def create_app(
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/responses/compact", compact_responses, methods=["POST"]),
             Route(
                 "/v1/{path:path}",
                 _pass_through,

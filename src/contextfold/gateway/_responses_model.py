@@ -1,0 +1,189 @@
+"""The request's own model behind an OpenAI Responses upstream, as a library chat model,
+so a ``ModelSummarizer`` writes a Responses compaction's summary with it (as OpenAI
+compacts with the request's model) when the gateway runs with ``--summarizer model``.
+
+Each call is a ``POST /v1/responses`` through the gateway's upstream client with the
+client's own headers (credentials included, forwarded and not kept), ``store: false``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._exceptions import BadRequestError, ModelConnectionError, ServerError
+from ..message import (
+    HintBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+)
+from ..model import ChatModelBase, ChatResponse
+from ..token import TokenCounter
+from ._upstream import Upstream, UpstreamFailure
+
+__all__ = ["ResponsesRequestModel", "responses_request"]
+
+
+def _items(msg: Msg) -> list[dict[str, Any]]:
+    if isinstance(msg.content, str):
+        return [{"role": msg.role, "content": msg.content}]
+    items: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in msg.content:
+        if isinstance(block, TextBlock | HintBlock):
+            texts.append(block.text if isinstance(block, TextBlock) else block.hint)
+        elif isinstance(block, ToolCallBlock):
+            arguments = block.raw_input or json.dumps(block.input, ensure_ascii=False)
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": arguments,
+                }
+            )
+        elif isinstance(block, ToolResultBlock):
+            output = block.output if isinstance(block.output, str) else str(block.output)
+            items.append({"type": "function_call_output", "call_id": block.id, "output": output})
+    if texts:
+        items.insert(0, {"role": msg.role, "content": "\n".join(texts)})
+    return items
+
+
+def responses_request(
+    messages: Sequence[Msg], tools: Sequence[ToolSpec], tool_choice: ToolChoice | None
+) -> dict[str, Any]:
+    """``instructions`` (the system messages), ``input``, ``tools`` and ``tool_choice`` of
+    a Responses request."""
+    system = [m.text for m in messages if m.role == "system"]
+    body: dict[str, Any] = {
+        "input": [item for m in messages if m.role != "system" for item in _items(m)]
+    }
+    if system:
+        body["instructions"] = "\n\n".join(system)
+    if tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            }
+            for t in tools
+        ]
+        choice = tool_choice or "auto"
+        body["tool_choice"] = (
+            choice
+            if choice in ("auto", "none", "required")
+            else {"type": "function", "name": choice}
+        )
+    return body
+
+
+def _content(output: Any) -> list[TextBlock | ToolCallBlock]:
+    blocks: list[TextBlock | ToolCallBlock] = []
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    blocks.append(TextBlock(text=part["text"]))
+        elif item.get("type") == "function_call":
+            raw = item.get("arguments")
+            try:
+                value = json.loads(raw) if isinstance(raw, str) else None
+            except json.JSONDecodeError:
+                value = None
+            blocks.append(
+                ToolCallBlock(
+                    id=str(item.get("call_id", "")),
+                    name=str(item.get("name", "")),
+                    input=value if isinstance(value, dict) else {},
+                    raw_input=None if isinstance(value, dict) else str(raw),
+                )
+            )
+    return blocks
+
+
+class ResponsesRequestModel(ChatModelBase):
+    """``model_name`` behind the gateway's Responses upstream, called with ``headers``."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        model_name: str,
+        *,
+        headers: Iterable[tuple[str, str]],
+        counter: TokenCounter,
+        max_tokens: int = 8192,
+        context_size: int = 200_000,
+    ) -> None:
+        super().__init__(
+            model_name, context_size=context_size, max_retries=0, token_counter=counter
+        )
+        self._upstream = upstream
+        self._headers = list(headers)
+        self.max_tokens = max_tokens
+        self.spent = Usage()
+        """What the calls so far cost, as the upstream reported it."""
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        body = {
+            "model": self.model_name,
+            "max_output_tokens": self.max_tokens,
+            "store": False,
+            **responses_request(messages, tools, tool_choice),
+        }
+        try:
+            response = await self._upstream.open(
+                "POST",
+                "/v1/responses",
+                query="",
+                headers=self._headers,
+                body=json.dumps(body, ensure_ascii=False).encode(),
+            )
+            raw = await self._upstream.read(response)
+        except UpstreamFailure as failure:
+            raise ModelConnectionError(failure.message) from None
+        if response.status_code >= 500:
+            raise ServerError(f"the upstream answered {response.status_code}")
+        if response.status_code >= 400:
+            raise BadRequestError(f"the upstream answered {response.status_code}")
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            raise ModelConnectionError(f"the upstream's answer is not JSON: {exc}") from None
+        if not isinstance(answer, dict):
+            raise ModelConnectionError("the upstream's answer is not a response")
+        usage = None
+        reported = answer.get("usage")
+        if isinstance(reported, dict):
+            details = reported.get("input_tokens_details") or {}
+            usage = Usage(
+                input_tokens=int(reported.get("input_tokens") or 0),
+                output_tokens=int(reported.get("output_tokens") or 0),
+                cache_read_tokens=int(details.get("cached_tokens") or 0),
+            )
+            self.spent = Usage(
+                input_tokens=self.spent.input_tokens + usage.input_tokens,
+                output_tokens=self.spent.output_tokens + usage.output_tokens,
+                cache_read_tokens=self.spent.cache_read_tokens + usage.cache_read_tokens,
+            )
+        content = _content(answer.get("output"))
+        stop = "tool_use" if any(isinstance(b, ToolCallBlock) for b in content) else "end_turn"
+        return ChatResponse(
+            content=list(content), usage=usage, stop_reason=stop, model=self.model_name
+        )
