@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import zlib
 from typing import Any
@@ -21,7 +22,8 @@ class BodyError(Exception):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The body, decoded from ``gzip``/``deflate`` if so sent; a ``BodyError`` past ``limit``.
+    """The body, decoded from ``gzip``/``deflate``/``zstd`` (Codex compresses its requests
+    with zstd) if so sent; a ``BodyError`` past ``limit``.
 
     The limit applies to the bytes received and again to the decoded bytes, so a small
     compressed body cannot expand without bound.
@@ -40,8 +42,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
         return body
+    if encoding == "zstd":
+        return _zstd(body, limit)
     if encoding not in ("gzip", "deflate"):
-        raise BodyError(415, f"content-encoding {encoding!r} is not supported (gzip, deflate)")
+        raise BodyError(
+            415, f"content-encoding {encoding!r} is not supported (gzip, deflate, zstd)"
+        )
     wbits = 31 if encoding == "gzip" else 15
     decoder = zlib.decompressobj(wbits)
     try:
@@ -49,6 +55,23 @@ async def read_body(request: Request, limit: int) -> bytes:
     except zlib.error as exc:
         raise BodyError(400, f"request body is not valid {encoding}: {exc}") from None
     if len(decoded) > limit or decoder.unconsumed_tail:
+        raise BodyError(413, f"decoded request body exceeds the limit of {limit} bytes")
+    return decoded
+
+
+def _zstd(body: bytes, limit: int) -> bytes:
+    """``body`` decoded from zstd, reading at most ``limit + 1`` bytes of output, so a
+    bomb stops at the limit."""
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - the gateway extra installs it
+        raise BodyError(415, "content-encoding 'zstd' needs the zstandard package") from None
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
+            decoded = reader.read(limit + 1)
+    except zstandard.ZstdError as exc:
+        raise BodyError(400, f"request body is not valid zstd: {exc}") from None
+    if len(decoded) > limit:
         raise BodyError(413, f"decoded request body exceeds the limit of {limit} bytes")
     return decoded
 
