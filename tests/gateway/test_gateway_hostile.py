@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,4 +104,40 @@ def test_edits_that_fail_are_not_applied_and_not_claimed_and_are_counted(
     assert "context_management" not in sent.json()
     assert "anthropic-beta" not in sent.headers
     assert answer.context_management is None  # no applied_edits claimed
+    assert "contextfold_gateway_untransformed_total 1" in metrics.splitlines()
+
+
+def test_with_fail_closed_a_request_the_edits_cannot_handle_is_refused_not_forwarded(
+    upstream: Any,
+) -> None:
+    import anthropic
+    import httpx
+
+    from contextfold.gateway import GatewayConfig, create_app
+
+    from .conftest import SECRET
+    from .history import tool_history
+    from .servers import serving
+
+    class Broken(AnthropicEstimator):
+        def count_message(self, msg: Any) -> int:
+            raise RuntimeError("counter down: secret request text")
+
+    edits: Any = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    config = GatewayConfig(upstream=upstream.url, fail_closed=True)
+    with serving(create_app(config, counter=Broken())) as url:
+        client = anthropic.Anthropic(base_url=url, api_key=SECRET, max_retries=0)
+        with pytest.raises(anthropic.InternalServerError) as raised:
+            client.beta.messages.create(
+                model="m",
+                max_tokens=5,
+                messages=tool_history(4),  # type: ignore[arg-type]
+                context_management=edits,
+                betas=["context-management-2025-06-27"],
+            )
+        metrics = httpx.get(f"{url}/metrics").text
+    assert upstream.received == []
+    message = raised.value.body["error"]["message"]  # type: ignore[index]
+    assert "RuntimeError" in message
+    assert "secret request text" not in message  # the type only, never the text
     assert "contextfold_gateway_untransformed_total 1" in metrics.splitlines()

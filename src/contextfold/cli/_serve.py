@@ -46,6 +46,14 @@ def serve(
         float,
         typer.Option("--timeout", help="Seconds to wait for the upstream's next byte."),
     ] = 600.0,
+    fail_closed: Annotated[
+        bool,
+        typer.Option(
+            "--fail-closed/--fail-open",
+            help="When context management cannot be applied to a request: answer a 500 "
+            "(closed) or forward it unedited and count it (open, the default).",
+        ),
+    ] = False,
 ) -> None:
     """Run the gateway: Anthropic's context_management for any upstream, metrics at /metrics."""
     try:
@@ -54,7 +62,7 @@ def serve(
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
     if upstream is None:
-        _serve_embedded(host, port, max_body_mb, pass_through, summarizer, timeout)
+        _serve_embedded(host, port, max_body_mb, pass_through, summarizer, timeout, fail_closed)
         return
     try:
         config = GatewayConfig(
@@ -63,6 +71,7 @@ def serve(
             timeout=timeout,
             pass_through_context_management=pass_through,
             summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
+            fail_closed=fail_closed,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -76,6 +85,7 @@ def _serve_embedded(
     pass_through: bool | None,
     summarizer: str,
     timeout: float,
+    fail_closed: bool,
 ) -> None:
     """The gateway in front of the embedded model, served on a loopback port of its own."""
     from ..gateway import GatewayConfig, serving_upstream
@@ -98,5 +108,6 @@ def _serve_embedded(
             timeout=timeout,
             pass_through_context_management=pass_through,
             summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
+            fail_closed=fail_closed,
         )
         run(config, host=host, port=port)

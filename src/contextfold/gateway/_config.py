@@ -29,6 +29,11 @@ class GatewayConfig:
     """Seconds without a byte from the upstream before the request is reported timed out."""
     connect_timeout: float = 10.0
     pass_through_context_management: bool | None = None
+    fail_closed: bool = False
+    """A request whose context management fails (an input the edits or the counter cannot
+    read, a summary that cannot be written) is answered with a provider-shaped 500 instead
+    of being forwarded unedited (the default: fail open, counted in
+    ``contextfold_gateway_untransformed_total``)."""
     summarize_with: Literal["extractive", "model"] = "extractive"
     """Who writes a ``compact_20260112`` summary: the app's summarizer (by default the
     extractive one, no model call) or ``"model"``, the request's own model through the

@@ -10,7 +10,7 @@ from typing import Literal
 
 from starlette.responses import JSONResponse
 
-__all__ = ["Dialect", "error_response"]
+__all__ = ["Dialect", "error_response", "not_transformed"]
 
 Dialect = Literal["anthropic", "openai"]
 """Which provider's error shape a route answers with."""
@@ -31,6 +31,15 @@ _OPENAI_TYPES = {
     502: "server_error",
     504: "timeout",
 }
+
+
+def not_transformed(exc: BaseException) -> str:
+    """The message of a fail-closed refusal: the error's type only, never its text (which
+    may quote the request)."""
+    return (
+        f"context management could not be applied ({type(exc).__name__}); the gateway "
+        "fails closed, so the request was not forwarded"
+    )
 
 
 def error_response(dialect: Dialect, status: int, message: str) -> JSONResponse:

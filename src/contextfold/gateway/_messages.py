@@ -25,7 +25,7 @@ from ._compaction import CompactionDone, compact
 from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
-from ._errors import error_response
+from ._errors import error_response, not_transformed
 from ._paused import paused_answer
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
 from ._relay import RelayResponse, upstream_chunks
@@ -61,6 +61,8 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
     except Exception as exc:  # a shape the edits do not handle: fail open, counted
         logger.warning("gateway: context edits not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
+        if gateway.config.fail_closed:
+            return error_response("anthropic", 500, not_transformed(exc))
         return unedited(data, gateway.counter)
 
 

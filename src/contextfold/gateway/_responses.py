@@ -43,7 +43,7 @@ from ..token import OpenAITokenCounter, TokenCounter
 from ._body import BodyError, read_body, read_json
 from ._config import GatewayConfig
 from ._disconnect import ClientGone, race_disconnect
-from ._errors import error_response
+from ._errors import error_response, not_transformed
 from ._proxy import CLIENT_GONE, Gateway, gateway_of, open_upstream, relay, stream_back
 from ._relay import RelayResponse, upstream_chunks
 from ._responses_items import (
@@ -316,6 +316,8 @@ async def _compacted(
     except Exception as exc:  # an item the counter cannot read: sent as it is, counted
         logger.warning("gateway: responses input not counted (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
+        if gateway.config.fail_closed:
+            return error_response("openai", 500, not_transformed(exc))
         return None
     if before <= threshold:
         return None
@@ -324,6 +326,8 @@ async def _compacted(
         if written.status_code == CLIENT_GONE:
             return written
         gateway.metrics.untransformed += 1
+        if gateway.config.fail_closed:
+            return error_response("openai", 500, "the compaction summary could not be written")
         return None
     summary = written[0]
     compacted = [*expanded.window(), summary_message(summary), *expanded.tail()]
