@@ -49,9 +49,14 @@ from ._data import FINAL_TEXT, Session
 Summarize = Callable[[list[tuple[str, str]], str | None], Awaitable[dict[str, str]]]
 """Writes summary fields from a span's ``(role, text)`` items and the previous summary."""
 
+SummarizeMsgs = Callable[[list[Msg], str | None], Awaitable[dict[str, str]]]
+"""Writes summary fields from a span's AgentScope messages as the agent holds them (tool
+calls as ``ToolCallBlock``, results as ``ToolResultBlock``) and the previous summary."""
+
 __all__ = [
     "VERSION",
     "Summarize",
+    "SummarizeMsgs",
     "anthropic_body",
     "count_text_tokens",
     "counted_text",
@@ -61,6 +66,7 @@ __all__ = [
     "render",
     "run_session",
     "snapshot",
+    "to_contextfold",
     "tool_output_estimate",
 ]
 
@@ -129,6 +135,7 @@ class ReplayModel(ChatModelBase):
         context_size: int,
         record: bool,
         summarize: Summarize | None = None,
+        summarize_msgs: SummarizeMsgs | None = None,
     ) -> None:
         super().__init__(
             credential=CredentialBase(),
@@ -150,6 +157,7 @@ class ReplayModel(ChatModelBase):
         self.estimates: list[tuple[int, int]] = []
         self.inputs: list[tuple[list[Msg], list[dict[str, Any]] | None]] = []
         self.summarize = summarize
+        self.summarize_msgs = summarize_msgs
         self.sent: list[tuple[str, str, int]] = []
         self.bodies: list[tuple[str, int, dict[str, Any]]] = []
         """(kind, step, Messages API body) of every call, as sent."""
@@ -208,7 +216,10 @@ class ReplayModel(ChatModelBase):
         if len(messages) > 1 and is_summary(messages[1]):
             start = 2
         span = messages[start:-1]
-        if self.summarize is not None:
+        if self.summarize_msgs is not None:
+            previous = messages[1].get_text_content() if start == 2 else None
+            fields = await self.summarize_msgs(list(span), previous)
+        elif self.summarize is not None:
             previous = messages[1].get_text_content() if start == 2 else None
             fields = await self.summarize(flatten(span), previous)
         else:
@@ -252,6 +263,41 @@ async def anthropic_body(messages: list[Msg], tools: list[dict[str, Any]] | None
             for t in tools
         ]
     return body
+
+
+def _tool_text(output: Any) -> str:
+    return output if isinstance(output, str) else "\n".join(getattr(b, "text", "") for b in output)
+
+
+def to_contextfold(msgs: list[Msg]) -> list[Any]:
+    """AgentScope messages as contextfold ``Msg`` objects, block for block: a tool call
+    stays a ``ToolCallBlock`` with its decoded arguments, a result a ``ToolResultBlock``
+    (so a summarizer reading tool traffic sees the calls, not prose about them)."""
+    from contextfold import message as cf
+
+    out: list[Any] = []
+    for m in msgs:
+        blocks: list[Any] = []
+        for b in m.get_content_blocks():
+            if isinstance(b, TextBlock):
+                blocks.append(cf.TextBlock(text=b.text))
+            elif isinstance(b, ThinkingBlock):
+                blocks.append(cf.ThinkingBlock(thinking=b.thinking))
+            elif isinstance(b, HintBlock):
+                blocks.append(cf.HintBlock(hint=_tool_text(b.hint)))
+            elif isinstance(b, ToolCallBlock):
+                try:
+                    arguments = json.loads(b.input)
+                except (TypeError, ValueError):
+                    arguments = {"input": str(b.input)}
+                if not isinstance(arguments, dict):
+                    arguments = {"input": arguments}
+                blocks.append(cf.ToolCallBlock(id=b.id, name=b.name, input=arguments))
+            elif isinstance(b, ToolResultBlock):
+                blocks.append(cf.ToolResultBlock(id=b.id, name=b.name, output=_tool_text(b.output)))
+        role = m.role if m.role in ("user", "assistant", "system") else "user"
+        out.append(cf.Msg(m.name or role, blocks, role))
+    return out
 
 
 def snapshot(messages: list[Msg]) -> tuple[str, str, int]:
@@ -313,15 +359,23 @@ async def run_session(
     tool_result_limit: int = 3000,
     workdir: Path | None = None,
     summarize: Summarize | None = None,
+    summarize_msgs: SummarizeMsgs | None = None,
 ) -> RunResult:
     """Replay ``session`` through AgentScope's ``Agent``; return per-step framework time.
 
     ``summarize(span_items, previous_summary_text)`` writes the summary fields (default:
-    the shared extractive summarizer over the whole compression request).
+    the shared extractive summarizer over the whole compression request);
+    ``summarize_msgs(span_messages, previous_summary_text)``, when given, is called
+    instead with the span's messages themselves (tool calls as tool calls).
     """
     clock = FrameworkClock()
     model = ReplayModel(
-        session, clock, context_size=context_size, record=record, summarize=summarize
+        session,
+        clock,
+        context_size=context_size,
+        record=record,
+        summarize=summarize,
+        summarize_msgs=summarize_msgs,
     )
     tmp = tempfile.TemporaryDirectory(prefix="bench-as-") if workdir is None else None
     root = Path(tmp.name) if tmp else workdir

@@ -1,18 +1,25 @@
-"""Figure 5: cost per run, with the provider's prompt cache modelled.
+"""Figure 5: cost per run, with the provider's prompt cache modelled (issue 27 point 2).
 
-Both systems replay the 44 recorded SWE-bench runs with the same extractive summarizer
-and ``tool_result_limit=3000``. Every call each one would send (reasoning steps and
-summary calls) is built in the Anthropic Messages API wire form (ours by our adapter's
-request builder, with its ``cache_control`` breakpoints; AgentScope's by its own
-``AnthropicChatFormatter``, which places none), run through contextfold's Anthropic cache
-simulator (``contextfold.replay``: breakpoints, 20-block lookback, 1,024-token
-minimum, 5-minute lifetime) and priced at Claude Sonnet 4.5's published rates
-(``contextfold/replay/pricing.json``). AgentScope is shown as shipped (no breakpoint: no
-cache read at all) and, to compare the layouts rather than the shipping defaults, with a
-breakpoint added on its system prompt and on the last block of every request. Output
-tokens are the recorded ones for reasoning steps and the summary's own for summary calls,
-the same for both systems. The ceiling is a perfect prefix cache: only each step's new
-messages read uncached.
+Every system replays the 44 recorded SWE-bench runs with ``tool_result_limit=3000`` and
+extractive summaries, and every Messages API body it would send (reasoning and summary
+calls) goes through contextfold's Anthropic cache simulator (``contextfold.replay``:
+breakpoints, 20-block lookback, 1,024-token minimum, 5-minute lifetime), priced at Claude
+Sonnet 4.5's published rates (``contextfold/replay/pricing.json``):
+
+* **our Agent**: ``contextfold.agent.Agent`` with ``AnthropicChatModel`` and the official
+  SDK (``_agent_requests``): its bodies as sent, its default tools included (and, beside
+  it, with ``readback_tools=False, tasks_enabled=False``: the bash tool alone);
+* **AgentScope 2.0.11**: its own ``AnthropicChatFormatter`` output, which places no
+  ``cache_control``; priced as is and with the breakpoints Anthropic's prompt-caching page
+  asks for (https://platform.claude.com/docs/en/build-with-claude/prompt-caching: mark
+  the system prompt, which caches the tools before it, and the last block of each request
+  so the growing prefix is read back). Anthropic is the one provider that needs them:
+  OpenAI, Gemini and DeepSeek cache prefixes without any marker;
+* **drop oldest**, the trivial loop: system prompt, task and the newest whole steps that
+  fit the window less 5%, the bash tool alone, the same two breakpoints; no summary.
+
+Output tokens are the recorded ones for reasoning steps and the summary's own for summary
+calls, the same for every system.
 """
 
 from __future__ import annotations
@@ -35,20 +42,6 @@ def _prices() -> dict[str, Any]:
     return load_prices()["anthropic"]
 
 
-async def ours(session: Session, window: int) -> Any:
-    """Our engine's replay of one run, priced under the Anthropic cache model."""
-    from contextfold.context import ContextConfig
-    from contextfold.replay import load_trajectory, replay_run
-
-    run = load_trajectory(SWEBENCH_DIR / f"{session.name}.traj.json")
-    result = await replay_run(
-        run, context_size=window, config=ContextConfig(tool_result_limit=LIMIT), cache="anthropic"
-    )
-    if result.error is not None or result.cost is None:
-        raise RuntimeError(f"replay of {session.name} failed: {result.error}")
-    return result.cost
-
-
 def _with_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with a breakpoint on its system prompt and on its very last block."""
     body = {**body, "messages": [dict(m) for m in body["messages"]]}
@@ -65,9 +58,74 @@ def _with_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[str, Any]:
-    """AgentScope's replay of one run, priced as shipped and with breakpoints added."""
+def price(
+    bodies: list[tuple[str, int, dict[str, Any]]],
+    outputs: list[int],
+    summary_outputs: list[int],
+    transform: Any = None,
+) -> tuple[float, float, float]:
+    """(dollars, cache-read share of input, output dollars) of one run's calls in order,
+    through the Anthropic cache simulator at Sonnet 4.5's rates, one call every 10 s."""
     from contextfold.replay import AnthropicCache, anthropic_blocks
+    from contextfold.token import counter_for_model
+
+    rates = _prices()
+    counter = counter_for_model("gpt-4o")
+    cache = AnthropicCache()
+    dollars = read = total = output_dollars = 0.0
+    summaries = iter(summary_outputs)
+    for i, (kind, step, body) in enumerate(bodies):
+        sent = transform(body) if transform is not None else body
+        usage = cache.request(anthropic_blocks(sent, counter), at=10.0 * i)
+        if kind == "summary":
+            output = next(summaries)
+        else:
+            output = outputs[step] if step < len(outputs) else 20
+        dollars += (
+            usage.uncached * rates["input"]
+            + usage.write * rates["cache_write"]
+            + usage.read * rates["cache_read"]
+            + output * rates["output"]
+        ) / 1e6
+        output_dollars += output * rates["output"] / 1e6
+        read += usage.read
+        total += usage.total
+    return dollars, read / total if total else 0.0, output_dollars
+
+
+def tool_tokens(body: dict[str, Any]) -> int:
+    """o200k tokens of a request's tool schemas, as JSON."""
+    import json
+
+    from contextfold.token import counter_for_model
+
+    tools = body.get("tools") or []
+    return counter_for_model("gpt-4o").count_text(json.dumps(tools)) if tools else 0
+
+
+async def agent(
+    session: Session, window: int, outputs: list[int], *, default_tools: bool = True
+) -> dict[str, Any]:
+    """Our real ``Agent``'s requests (official SDK, prompt caching as shipped), priced."""
+    from contextfold.token import counter_for_model
+
+    from ._agent_requests import agent_requests
+
+    bodies, answers = await agent_requests(
+        session, context_size=window, tool_result_limit=LIMIT, default_tools=default_tools
+    )
+    counter = counter_for_model("gpt-4o")
+    summaries = [counter.count_text(a) for a in answers]
+    first = bodies[0][2]
+    return {
+        "priced": price(bodies, outputs, summaries),
+        "tools": tool_tokens(first),
+        "tool_list": list(first.get("tools") or []),
+    }
+
+
+async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[str, Any]:
+    """AgentScope's replay of one run, priced without and with breakpoints added."""
     from contextfold.token import counter_for_model
 
     from . import _agentscope
@@ -75,30 +133,53 @@ async def agentscope(session: Session, window: int, outputs: list[int]) -> dict[
     result = await _agentscope.run_session(
         session, context_size=window, record=True, tool_result_limit=LIMIT
     )
-    rates = _prices()
     counter = counter_for_model("gpt-4o")
-    out: dict[str, Any] = {}
-    for label, transform in (("shipped", lambda b: b), ("breakpoints", _with_breakpoints)):
-        cache = AnthropicCache()
-        dollars = read = total = output_dollars = 0.0
-        summaries = iter(result.compressions)
-        for i, (kind, step, body) in enumerate(result.extra["bodies"]):
-            usage = cache.request(anthropic_blocks(transform(body), counter), at=10.0 * i)
-            if kind == "summary":
-                output = counter.count_text(next(summaries).summary_text)
-            else:
-                output = outputs[step] if step < len(outputs) else 20
-            dollars += (
-                usage.uncached * rates["input"]
-                + usage.write * rates["cache_write"]
-                + usage.read * rates["cache_read"]
-                + output * rates["output"]
-            ) / 1e6
-            output_dollars += output * rates["output"] / 1e6
-            read += usage.read
-            total += usage.total
-        out[label] = (dollars, read / total if total else 0.0, dollars - output_dollars)
-    return out
+    summaries = [counter.count_text(c.summary_text) for c in result.compressions]
+    bodies = result.extra["bodies"]
+    return {
+        "shipped": price(bodies, outputs, summaries),
+        "breakpoints": price(bodies, outputs, summaries, _with_breakpoints),
+        "tools": tool_tokens(bodies[0][2]),
+    }
+
+
+def drop_oldest_bodies(
+    session: Session, window: int, tools: list[dict[str, Any]]
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """The trivial loop's requests: system prompt, task and the newest whole steps that
+    fit the window less a 5% reserve (tool outputs cut to their first ``LIMIT`` tokens),
+    the same tools; no summary."""
+    from contextfold.token import counter_for_model
+
+    counter = counter_for_model("gpt-4o")
+    budget = int(window * 0.95) - counter.count_text(session.system + session.task)
+    budget -= sum(counter.count_text(str(t)) for t in tools)
+    pairs: list[tuple[list[dict[str, Any]], int]] = []
+    for i, st in enumerate(session.steps):
+        output = st.output
+        while counter.count_text(output) > LIMIT:  # the head that fits, as a tool cut keeps
+            output = output[: min(len(output) * 9 // 10, LIMIT * 4)]
+        call: list[dict[str, Any]] = [{"type": "text", "text": st.thought}] if st.thought else []
+        call.append(
+            {"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"command": st.command}}
+        )
+        result = [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]
+        size = counter.count_text(st.thought + st.command + output) + 16
+        pairs.append(
+            ([{"role": "assistant", "content": call}, {"role": "user", "content": result}], size)
+        )
+    bodies = []
+    for step in range(len(session.steps) + 1):
+        start, used = step, 0
+        while start > 0 and used + pairs[start - 1][1] <= budget:
+            start -= 1
+            used += pairs[start][1]
+        history = [m for pair, _ in pairs[start:step] for m in pair]
+        task = {"role": "user", "content": [{"type": "text", "text": session.task}]}
+        messages = [task, *history]
+        body = {"system": session.system, "messages": messages, "tools": tools}
+        bodies.append(("reasoning", step, body))
+    return bodies
 
 
 def _recorded_outputs(session: Session) -> list[int]:
@@ -116,98 +197,85 @@ def _recorded_outputs(session: Session) -> list[int]:
     ]
 
 
-def _gap_parts(cost: Any) -> tuple[int, int]:
-    """What a run reads uncached beyond the perfect-prefix ceiling, in two parts: the first
-    reasoning call after each summary call (beyond its new messages) and the summary calls."""
-    rewrite = asked = 0
-    previous = None
-    for call in cost.calls:
-        missed = call.uncached + call.write
-        if call.kind == "summary":
-            asked += missed
-        elif previous == "summary":
-            rewrite += max(missed - call.new_tokens, 0)
-        previous = call.kind
-    return rewrite, asked
-
-
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-async def run(opts: Options) -> str:
-    sessions = load_swebench(limit=6 if opts.quick else None)
+def _saving(ours: list[float], theirs: list[float]) -> str:
+    ratios = [o / t for o, t in zip(ours, theirs, strict=True) if t]
+    return f"{100 * (1 - _median(ratios)):.1f}%"
+
+
+async def run(opts: Options, *, runs: int | None = None) -> str:
+    sessions = load_swebench(limit=runs or (6 if opts.quick else None))
     rows = []
-    verdicts = []
-    raw_costs: list[float] = []
-    for session in sessions:
-        raw = await ours(session, 10**9)
-        raw_costs.append(raw.dollars)
     for window in WINDOWS:
-        ours_costs, ours_read, ours_ceiling = [], 0.0, 0.0
-        ours_input = rewrite = summary_calls = 0
-        shipped, broken, bp_read = [], [], []
-        ours_inputs, broken_inputs = [], []
+        cols: dict[str, list[float]] = {
+            k: []
+            for k in ("agent", "bare", "shipped", "bp", "drop", "agent_in", "bp_in", "drop_in")
+        }
+        out_share: dict[str, list[float]] = {"agent": [], "bp": [], "drop": []}
+        reads: dict[str, list[float]] = {"agent": [], "bp": [], "drop": []}
+        tools: dict[str, int] = {}
         for session in sessions:
-            cost = await ours(session, window)
-            ours_costs.append(cost.dollars)
-            ours_inputs.append(cost.dollars - cost.output * cost.rates["output"] / 1e6)
-            ours_read += cost.read
-            ours_input += cost.input
-            ours_ceiling += cost.ceiling_share * cost.input
-            rewritten, asked = _gap_parts(cost)
-            rewrite += rewritten
-            summary_calls += asked
-            theirs = await agentscope(session, window, _recorded_outputs(session))
-            shipped.append(theirs["shipped"][0])
-            broken.append(theirs["breakpoints"][0])
-            bp_read.append(theirs["breakpoints"][1])
-            broken_inputs.append(theirs["breakpoints"][2])
-        share = ours_read / ours_input if ours_input else 0.0
-        ceiling = ours_ceiling / ours_input if ours_input else 0.0
-        ratios = [o / t for o, t in zip(ours_costs, broken, strict=True) if t]
-        input_ratios = [o / t for o, t in zip(ours_inputs, broken_inputs, strict=True) if t]
+            outputs = _recorded_outputs(session)
+            ours = await agent(session, window, outputs)
+            bare = await agent(session, window, outputs, default_tools=False)
+            cols["bare"].append(bare["priced"][0])
+            theirs = await agentscope(session, window, outputs)
+            bash = [t for t in ours["tool_list"] if t["name"] == "bash"]
+            dropped = price(
+                drop_oldest_bodies(session, window, bash), outputs, [], _with_breakpoints
+            )
+            tools = {"agent": ours["tools"], "agentscope": theirs["tools"]}
+            for key, (dollars, read, output) in (
+                ("agent", ours["priced"]),
+                ("bp", theirs["breakpoints"]),
+                ("drop", dropped),
+            ):
+                cols[key].append(dollars)
+                cols[f"{key}_in"].append(dollars - output)
+                out_share[key].append(output / dollars if dollars else 0.0)
+                reads[key].append(read)
+            cols["shipped"].append(theirs["shipped"][0])
         rows.append(
-            f"| {window:,} | ${_median(ours_costs):.3f} | ${_median(shipped):.3f} | "
-            f"${_median(broken):.3f} | {100 * (1 - _median(ratios)):.1f}% | "
-            f"{100 * (1 - _median(input_ratios)):.1f}% | "
-            f"{100 * share:.1f}% | {100 * ceiling:.1f}% | {100 * _median(bp_read):.1f}% |"
+            f"| {window:,} | ${_median(cols['agent']):.3f} | ${_median(cols['bare']):.3f} | "
+            f"${_median(cols['bp']):.3f} | "
+            f"${_median(cols['shipped']):.3f} | ${_median(cols['drop']):.3f} | "
+            f"{_saving(cols['agent'], cols['bp'])} | {_saving(cols['agent_in'], cols['bp_in'])} | "
+            f"{_saving(cols['agent'], cols['drop'])} | {_saving(cols['bare'], cols['bp'])} | "
+            f"{100 * _median(reads['agent']):.1f}% / {100 * _median(reads['bp']):.1f}% / "
+            f"{100 * _median(reads['drop']):.1f}% | "
+            f"{100 * _median(out_share['agent']):.0f}% / {100 * _median(out_share['bp']):.0f}% / "
+            f"{100 * _median(out_share['drop']):.0f}% |"
         )
-        if window in (16_000, 32_000):
-            saving = 1 - _median(ratios)
-            met_cost = "met" if saving >= 0.30 else "MISSED"
-            target = 0.95 if ceiling >= 0.95 else ceiling - 0.01
-            met_share = "met" if share >= target else "MISSED"
-            verdicts.append(
-                f"{window:,}: cost {100 * saving:.1f}% below AgentScope with breakpoints "
-                f"(target 30%: {met_cost}); cache read {100 * share:.1f}% (target "
-                f"{100 * target:.1f}%: {met_share}; of the {100 * (ceiling - share):.2f} "
-                f"points under the ceiling, {100 * rewrite / ours_input:.2f} are the first "
-                "request after each compaction writing its new summary and kept messages, "
-                f"{100 * summary_calls / ours_input:.2f} the summary calls' instruction and "
-                "the messages not yet cached)"
-            )
-        if window == 200_000:
-            same = all(abs(a - b) < 1e-9 for a, b in zip(ours_costs, raw_costs, strict=True))
-            verdicts.append(
-                f"200,000: every run costs {'exactly' if same else 'NOT'} what sending the "
-                f"raw history costs (median ${_median(raw_costs):.3f})"
-            )
     return (
-        "## Figure 5: cost per run with the prompt cache modelled\n\n"
-        f"{len(sessions)} recorded SWE-bench runs, extractive summarizer for both, "
-        f"tool_result_limit={LIMIT}, Anthropic cache model at Claude Sonnet 4.5 prices. "
-        "Costs are medians over runs; the saving is the median of per-run ratios against "
-        "AgentScope with breakpoints added; the input-side saving is the same ratio with "
-        "output tokens left out of both (the part of the bill the context decides); cache "
-        "read is the share of all input tokens (summary calls included) read from the "
-        "cache, over all runs.\n\n"
-        "| window | contextfold | AgentScope as shipped | AgentScope + breakpoints | "
-        "saving | input-side saving | our cache read | perfect-prefix ceiling | "
-        "AgentScope+bp cache read |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        + "\n".join(rows)
-        + "\n\n"
-        + "; ".join(verdicts)
-        + ".\n"
+        "## Cost per run: our Agent's requests, AgentScope with breakpoints, drop oldest\n\n"
+        f"{len(sessions)} recorded SWE-bench runs, tool_result_limit={LIMIT}, extractive "
+        "summaries, Anthropic cache model at Claude Sonnet 4.5 prices, one call every 10 s. "
+        f"Tool schemas: our Agent {tools.get('agent', 0):,} tokens, AgentScope "
+        f"{tools.get('agentscope', 0):,}, drop oldest our bash tool alone. "
+        "Medians over runs; savings are medians of per-run ratios; input-side: output "
+        "tokens left out of both; cache read and output share: our Agent / AgentScope+bp / "
+        "drop oldest.\n\n"
+        "| window | our Agent | our Agent, bash only | AgentScope + breakpoints | "
+        "AgentScope, no breakpoint | drop oldest + breakpoints | saving vs AgentScope+bp | "
+        "input-side saving | saving vs drop oldest | bash-only saving vs AgentScope+bp | "
+        "cache read | output share of cost |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import asyncio
+
+    parser = argparse.ArgumentParser(description="Cost per run (Anthropic cache model).")
+    parser.add_argument("--runs", type=int, help="price only the first N runs")
+    args = parser.parse_args(argv)
+    print(asyncio.run(run(Options(), runs=args.runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

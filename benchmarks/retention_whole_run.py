@@ -11,10 +11,19 @@ from contextfold's ledger). Rows:
   whose tokens (``counter_for_model("gpt-4o")``, reply priming included) fit the window less
   contextfold's default 5% output reserve; no summary;
 * AgentScope 2.0.11 (when installed), through ``_agentscope``'s replay harness and its
-  request capture, with its default ``ContextConfig`` and the summary fields written empty
-  (``none``) or by contextfold's extractive ``summarize_items`` (``extractive``).
+  request capture, configured as its context page documents
+  (https://docs.agentscope.io/v2/building-blocks/context: ``ContextConfig()`` passed at
+  construction, a workspace as offloader; ``tool_result_limit`` at its default 50,000),
+  its summary written from the span's messages as the agent holds them (tool calls as
+  tool calls) by contextfold's ``extractive_summary`` or by the trivial paste summarizer
+  (``_trivial``).
 
-Run: ``python -m benchmarks.retention_whole_run [--json PATH] [--limit N] [--no-agentscope]``.
+Every summary is capped at the same budget: contextfold's own summary-layer budget at the
+window (6,000 tokens at 16k); the paste row is also run at contextfold's ledger budget
+(10% of the window, 1,600 tokens).
+
+Run: ``python -m benchmarks.retention_whole_run [--json PATH] [--limit N] [--no-agentscope]``
+(the AgentScope rows need ``pip install agentscope==2.0.11``, best in a separate venv).
 """
 
 from __future__ import annotations
@@ -68,10 +77,12 @@ _CF_NOTES = {
     "none": "empty summary fields: what the request keeps is the engine's own fact list",
     "extractive": "contextfold's deterministic extractive summarizer",
 }
-_AS_NOTE = (
-    "default ContextConfig; the summary fields written by the named summarizer from the "
-    "harness's flattened (role, text) items; one more request per run (its final answer)"
-)
+_AS_NOTES = {
+    "extractive": "ContextConfig() as documented, LocalWorkspace offloader; contextfold's "
+    "extractive summarizer reads the span's real tool calls and results",
+    "paste": "ContextConfig() as documented; the trivial summarizer (benchmarks/_trivial.py) "
+    "pastes the span's commands and error-grep lines into the summary slot, newest kept",
+}
 
 
 @dataclass
@@ -85,6 +96,10 @@ class Row:
     coverage: Coverage = field(default_factory=Coverage)
     seconds: float = 0.0
     note: str = ""
+    budget: int = 0
+    """The summary cap in tokens (0: none, no summary)."""
+    max_summary: int = 0
+    """The largest summary any request carried, in o200k tokens."""
 
     def as_json(self) -> dict[str, Any]:
         r, c = self.retention, self.coverage
@@ -115,13 +130,18 @@ class Row:
                 }
                 for k in NEEDED_KINDS
             },
+            "summary_budget": self.budget,
+            "max_summary_tokens": self.max_summary,
             "seconds": round(self.seconds, 1),
             "note": self.note,
         }
 
 
-def grade_row(row: Row, recording: Recording, views: Sequence[SentView]) -> None:
-    """Grade one run's requests into ``row``."""
+def grade_row(
+    row: Row, recording: Recording, views: Sequence[SentView], summaries: Sequence[str] = ()
+) -> None:
+    """Grade one run's requests into ``row``; ``summaries``: the summary texts sent."""
+    row.max_summary = max([row.max_summary, *(_count(t) for t in set(summaries) if t)])
     row.runs += 1
     row.retention.add(grade_whole_run(recording, views))
     row.coverage.add(grade_needed(recording, views))
@@ -130,8 +150,9 @@ def grade_row(row: Row, recording: Recording, views: Sequence[SentView]) -> None
 # --- contextfold: the CLI's request dumps -------------------------------------------------
 
 
-def contextfold_views(dump: Path) -> list[SentView]:
-    """The reasoning requests of one ``--dump-requests`` file (OpenAI form)."""
+def contextfold_views(dump: Path, summaries: list[str] | None = None) -> list[SentView]:
+    """The reasoning requests of one ``--dump-requests`` file (OpenAI form); the summary
+    layer's text of each is appended to ``summaries`` when given."""
     views: list[SentView] = []
     for line in dump.read_text(encoding="utf-8").splitlines():
         item = json.loads(line)
@@ -141,6 +162,8 @@ def contextfold_views(dump: Path) -> list[SentView]:
         s0, s1 = item["layers"]["summary"]
         summary = [wire_text(m) for m in messages[s0:s1]]
         kept = [wire_text(m) for i, m in enumerate(messages) if not s0 <= i < s1]
+        if summaries is not None:
+            summaries.append("\n".join(summary))
         views.append(view_from_texts(item["step"], kept, summary))
     return views
 
@@ -187,33 +210,75 @@ def drop_oldest_views(recording: Recording, window: int = WINDOW) -> list[SentVi
 # --- AgentScope: its harness's request capture --------------------------------------------
 
 
-_EMPTY = dict.fromkeys(
-    (
-        "task_overview",
-        "current_state",
-        "important_discoveries",
-        "next_steps",
-        "context_to_preserve",
-    ),
-    "",
+def summary_budget(window: int = WINDOW) -> int:
+    """contextfold's summary-layer budget at ``window`` (half the room between its default
+    reserve and trigger: 6,000 tokens at 16k), the cap every system's summary gets here."""
+    from contextfold.context import ContextConfig
+
+    config = ContextConfig()
+    return max(128, int((config.trigger_ratio - config.reserve_ratio) * window) // 2)
+
+
+def _count(text: str) -> int:
+    from contextfold.token import counter_for_model
+
+    return counter_for_model("gpt-4o").count_text(text)
+
+
+def cap_fields(fields: dict[str, str], template: str, budget: int) -> dict[str, str]:
+    """``fields`` with the longest one cut from its head until the rendered summary fits."""
+    fields = dict(fields)
+    while _count(template.format(**fields)) > budget:
+        longest = max(fields, key=lambda k: len(fields[k]))
+        if not fields[longest]:
+            break
+        fields[longest] = fields[longest][len(fields[longest]) // 5 + 1 :]
+    return fields
+
+
+def _agentscope_summarize(name: str, budget: int) -> Any:
+    """A ``summarize_msgs`` for AgentScope's harness: the span's messages as AgentScope
+    holds them, converted block for block (tool calls stay tool calls)."""
+    from contextfold.context import extractive_summary
+
+    from . import _agentscope
+    from ._trivial import HEADING, paste_lines, paste_summary, previous_pasted
+
+    template = _agentscope._TEMPLATE
+    empty = dict.fromkeys(_SUMMARY_FIELDS, "")
+
+    async def extract(span: list[Any], previous: str | None) -> dict[str, str]:
+        fields = extractive_summary(_agentscope.to_contextfold(span), previous=previous)
+        return cap_fields({k: str(v) for k, v in fields.items()}, template, budget)
+
+    async def paste(span: list[Any], previous: str | None) -> dict[str, str]:
+        msgs = _agentscope.to_contextfold(span)
+        calls = [
+            b.input.get("command", "") for m in msgs for b in m.blocks() if b.type == "tool_call"
+        ]
+        outs = [b.text() for m in msgs for b in m.blocks() if b.type == "tool_result"]
+        room = budget - _count(template.format(**empty)) - _count(HEADING)
+        text = paste_summary(previous_pasted(previous), paste_lines(calls, outs), room, _count)
+        return {**empty, "context_to_preserve": text}
+
+    return extract if name == "extractive" else paste
+
+
+_SUMMARY_FIELDS = (
+    "task_overview",
+    "current_state",
+    "important_discoveries",
+    "next_steps",
+    "context_to_preserve",
 )
 
 
-def _agentscope_summarize(name: str) -> Any:
-    async def empty(items: list[tuple[str, str]], previous: str | None) -> dict[str, str]:
-        return dict(_EMPTY)
-
-    async def extract(items: list[tuple[str, str]], previous: str | None) -> dict[str, str]:
-        from contextfold.context import summarize_items
-
-        head = [("user", previous)] if previous else []
-        return {k: str(v) for k, v in summarize_items(head + items).items()}
-
-    return empty if name == "none" else extract
-
-
-async def agentscope_views(session: Session, summarizer: str) -> list[SentView]:
-    """AgentScope's reasoning requests for one run, as its harness captured them."""
+async def agentscope_views(
+    session: Session, summarizer: str, budget: int, summaries: list[str] | None = None
+) -> list[SentView]:
+    """AgentScope's reasoning requests for one run, as its harness captured them, with its
+    documented defaults (``ContextConfig()``: ``tool_result_limit`` 50,000) and a
+    ``LocalWorkspace`` offloader."""
     from . import _agentscope
 
     result = await _agentscope.run_session(
@@ -221,11 +286,14 @@ async def agentscope_views(session: Session, summarizer: str) -> list[SentView]:
         context_size=WINDOW,
         record=True,
         tool_result_limit=50_000,
-        summarize=_agentscope_summarize(summarizer),
+        summarize_msgs=_agentscope_summarize(summarizer, budget),
     )
+    sent = result.extra["sent"]
+    if summaries is not None:
+        summaries.extend(summary for summary, _rest, _calls in sent)
     return [
         view_from_texts(step, [rest], [summary] if summary else [])
-        for step, (summary, rest, _calls) in enumerate(result.extra["sent"])
+        for step, (summary, rest, _calls) in enumerate(sent)
     ]
 
 
@@ -245,9 +313,9 @@ def table(rows: Sequence[Row], *, runs: int) -> str:
         "### Whole-run retention: facts of compressed messages, in every later request\n\n"
         "Each cell: kept % (lost / graded). A fact is lost if any request from its "
         "compression on lacks it.\n\n"
-        "| system | summarizer | runs | requests | compaction points | "
+        "| system | summarizer | summary cap / max sent | runs | requests | compaction points | "
         + " | ".join(RETENTION_KINDS)
-        + " |\n|---|---|---:|---:|---:|"
+        + " |\n|---|---|---:|---:|---:|---:|"
         + "---:|" * len(RETENTION_KINDS)
         + "\n"
     )
@@ -258,8 +326,9 @@ def table(rows: Sequence[Row], *, runs: int) -> str:
             f"{_pct(r.graded[k] - r.lost[k], r.graded[k])} ({r.lost[k]}/{r.graded[k]})"
             for k in RETENTION_KINDS
         ]
+        cap = f"{row.budget:,} / {row.max_summary:,}" if row.budget else "- / 0"
         lines.append(
-            f"| {row.system} | {row.summarizer} | {row.runs} | {r.requests} | "
+            f"| {row.system} | {row.summarizer} | {cap} | {row.runs} | {r.requests} | "
             f"{r.compaction_points} | " + " | ".join(cells) + " |"
         )
     first = (
@@ -309,8 +378,11 @@ async def run(*, limit: int | None, agentscope: bool) -> tuple[list[Row], int]:
             start = time.perf_counter()
             out = Path(tmp) / summarizer
             replay_dumps(paths, summarizer, out)
+            row.budget = summary_budget()
             for name, recording in recordings.items():
-                grade_row(row, recording, contextfold_views(out / f"{name}.jsonl"))
+                texts: list[str] = []
+                views = contextfold_views(out / f"{name}.jsonl", texts)
+                grade_row(row, recording, views, texts)
             row.seconds = time.perf_counter() - start
             rows.append(row)
     row = Row("drop oldest", "none", note=f"window less {RESERVE:.0%} reserve, no summary")
@@ -332,11 +404,16 @@ async def _agentscope_rows(recordings: dict[str, Recording]) -> list[Row]:
     logging.getLogger("as").setLevel(logging.WARNING)  # AgentScope logs every compression
     sessions = {s.name: s for s in load_swebench()}
     rows = []
-    for summarizer in ("none", "extractive"):
-        row = Row(f"AgentScope {_agentscope_version()}", summarizer, note=_AS_NOTE)
+    full, ledger = summary_budget(), int(0.1 * WINDOW)
+    for summarizer, budget in (("extractive", full), ("paste", full), ("paste", ledger)):
+        label = summarizer if budget == full else f"{summarizer} @{budget:,}"
+        row = Row(f"AgentScope {_agentscope_version()}", label, note=_AS_NOTES[summarizer])
+        row.budget = budget
         start = time.perf_counter()
         for name, recording in recordings.items():
-            grade_row(row, recording, await agentscope_views(sessions[name], summarizer))
+            texts: list[str] = []
+            views = await agentscope_views(sessions[name], summarizer, budget, texts)
+            grade_row(row, recording, views, texts)
         row.seconds = time.perf_counter() - start
         rows.append(row)
     return rows
