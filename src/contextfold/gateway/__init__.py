@@ -13,6 +13,8 @@ from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, appl
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
+from ._sessions import SessionState, session_key
+from ._transparent import TransparentPolicy
 
 try:
     from ._app import create_app
@@ -34,10 +36,13 @@ __all__ = [
     "EditOutcome",
     "GatewayConfig",
     "PendingCompaction",
+    "SessionState",
+    "TransparentPolicy",
     "apply_blocks",
     "apply_context_management",
     "compact",
     "create_app",
     "parse_edits",
     "serve",
+    "session_key",
 ]
