@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -46,11 +47,45 @@ def serve(
         float,
         typer.Option("--timeout", help="Seconds to wait for the upstream's next byte."),
     ] = 600.0,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window",
+            help="Transparent mode on /v1/messages for clients that ask for no context "
+            "management (Claude Code): the model's window in tokens. Off when not given.",
+            show_default=False,
+        ),
+    ] = None,
+    trigger: Annotated[
+        float, typer.Option("--trigger", help="Compact past this fraction of --window.")
+    ] = 0.8,
+    keep: Annotated[
+        float,
+        typer.Option("--keep", help="Fraction of --window kept word for word by a compaction."),
+    ] = 0.25,
+    tool_result_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--tool-result-limit",
+            help="Cut tool results larger than this many tokens to their head and tail.",
+            show_default=False,
+        ),
+    ] = None,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            help="SQLite file keeping each conversation's transparent-mode state across "
+            "restarts (default: in memory).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the gateway: Anthropic's context_management for any upstream, metrics at /metrics."""
     try:
-        from ..gateway import GatewayConfig
+        from ..gateway import GatewayConfig, TransparentPolicy
         from ..gateway import serve as run
+        from ..workspace import SQLiteWorkspace
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
     try:
@@ -61,6 +96,16 @@ def serve(
             pass_through_context_management=pass_through,
             summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
         )
+        policy = None
+        if window is not None:
+            policy = TransparentPolicy(
+                window=window,
+                trigger=trigger,
+                keep=keep,
+                tool_result_limit=tool_result_limit,
+                summarize_with=summarizer,  # type: ignore[arg-type]  # checked by the policy
+            )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    run(config, host=host, port=port)
+    sessions = SQLiteWorkspace(state) if state is not None and policy is not None else None
+    run(config, host=host, port=port, transparent=policy, sessions=sessions)
