@@ -20,8 +20,8 @@ cache simulator (``contextfold.replay``: ``anthropic_blocks`` and the ``anthropi
   the request fits (from an assistant message, behind a one-line user note, so no tool
   call loses its result).
 
-    python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.8]
-        [--keep 0.25]
+    python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.9]
+        [--keep 0.1]
 
 Needs the ``gateway`` extra. Prints the Markdown table of BENCHMARKS.md.
 """
@@ -42,7 +42,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from contextfold.gateway import CountCache, GatewayConfig, TransparentPolicy, create_app
-from contextfold.gateway._count import Tally
 from contextfold.message import anthropic_request, to_anthropic_request
 from contextfold.replay import anthropic_blocks, cache_model, load_prices
 from contextfold.token import AnthropicEstimator, TokenCounter
@@ -184,15 +183,15 @@ def drop_oldest(
 ) -> dict[str, Any]:
     """``body`` with its oldest messages dropped until it fits ``window`` (the trivial
     strategy), cut before an assistant message behind a one-line note."""
-    tally = Tally(counter, body, counts)
-    if tally.total <= window:
-        return body
     messages = body["messages"]
-    fixed = tally.total - sum(tally.count(i) for i in range(len(messages)))
+    sizes = [counts.count(counter, m) for m in messages]
+    fixed = counts.fixed(counter, body.get("system"), body.get("tools"))
+    if fixed + sum(sizes) <= window:
+        return body
     suffix = 0
     start = len(messages) - 1
     for k in range(len(messages) - 1, 0, -1):
-        suffix += tally.count(k)
+        suffix += sizes[k]
         if fixed + suffix > window:
             break
         if messages[k]["role"] == "assistant":
@@ -326,8 +325,8 @@ def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--window", type=int, action="append")
-    parser.add_argument("--trigger", type=float, default=0.8)
-    parser.add_argument("--keep", type=float, default=0.25)
+    parser.add_argument("--trigger", type=float, default=0.9)
+    parser.add_argument("--keep", type=float, default=0.1)
     parser.add_argument("--only", default=None, help="sessions whose name contains this")
     args = parser.parse_args(argv)
     counter = AnthropicEstimator()

@@ -58,11 +58,11 @@ def serve(
     ] = None,
     trigger: Annotated[
         float, typer.Option("--trigger", help="Compact past this fraction of --window.")
-    ] = 0.8,
+    ] = 0.9,
     keep: Annotated[
         float,
         typer.Option("--keep", help="Fraction of --window kept word for word by a compaction."),
-    ] = 0.25,
+    ] = 0.1,
     tool_result_limit: Annotated[
         int | None,
         typer.Option(

@@ -67,8 +67,8 @@ class TransparentPolicy:
     """
 
     window: int = 200_000
-    trigger: float = 0.8
-    keep: float = 0.25
+    trigger: float = 0.9
+    keep: float = 0.1
     tool_result_limit: int | None = None
     summarize_with: Literal["extractive", "model"] = "extractive"
     breakpoints: bool = True
