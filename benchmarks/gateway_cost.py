@@ -20,8 +20,8 @@ cache simulator (``contextfold.replay``: ``anthropic_blocks`` and the ``anthropi
   the request fits (from an assistant message, behind a one-line user note, so no tool
   call loses its result).
 
-    python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.9]
-        [--keep 0.1]
+    python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.8]
+        [--keep 0.25]
 
 Needs the ``gateway`` extra. Prints the Markdown table of BENCHMARKS.md.
 """
@@ -325,8 +325,8 @@ def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--window", type=int, action="append")
-    parser.add_argument("--trigger", type=float, default=0.9)
-    parser.add_argument("--keep", type=float, default=0.1)
+    parser.add_argument("--trigger", type=float, default=0.8)
+    parser.add_argument("--keep", type=float, default=0.25)
     parser.add_argument("--only", default=None, help="sessions whose name contains this")
     args = parser.parse_args(argv)
     counter = AnthropicEstimator()

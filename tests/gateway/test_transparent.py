@@ -4,6 +4,7 @@ compaction), sessions kept apart, state surviving a restart in SQLite, breakpoin
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from contextfold.gateway import (
     CountCache,
     GatewayConfig,
+    SessionState,
     TransparentPolicy,
     create_app,
     session_key,
@@ -316,23 +318,31 @@ def test_session_identity_headers_then_a_hash_that_keeps_subagents_apart() -> No
     assert session_key({}, marked) == session_key({}, unmarked)
 
 
-def test_a_restart_in_the_middle_forwards_the_same_prefix_from_the_sqlite_state(
+def test_a_restart_in_the_middle_forwards_what_an_unrestarted_gateway_would_from_sqlite(
     upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
-    conversation = Conversation(
-        "Find every item and fix it.", headers={"x-contextfold-session": "r1"}
-    )
+    def conversation() -> Conversation:
+        return Conversation("Find every item and fix it.", headers={"x-contextfold-session": "r1"})
+
+    with transparent_gateway(upstream) as url:
+        reference = run(conversation(), url, upstream, 17)
+    assert summary_text(reference[15]) is not None  # compacted before the restart
+
+    restarted = conversation()
     path = tmp_path / "gateway.sqlite"
     with transparent_gateway(upstream, sessions=SQLiteWorkspace(path)) as url:
-        before = run(conversation, url, upstream, 16)
-    assert summary_text(before[-1]) is not None
+        before = run(restarted, url, upstream, 16)
     with transparent_gateway(upstream, sessions=SQLiteWorkspace(path)) as url:
-        after = run(conversation, url, upstream, 1)
-    assert prefix_kept(before[-1], after[0])
-    # Without the stored state, the restarted gateway would have cut elsewhere.
+        after = run(restarted, url, upstream, 1)
+    assert [plain(b) for b in [*before, *after]] == [plain(b) for b in reference]
+
+    # Without the stored state, the restarted gateway forwards something else.
+    forgetful = conversation()
     with transparent_gateway(upstream) as url:
-        forgetful = run(conversation, url, upstream, 1)
-    assert summary_text(forgetful[0]) != summary_text(before[-1])
+        run(forgetful, url, upstream, 16)
+    with transparent_gateway(upstream) as url:
+        lost = run(forgetful, url, upstream, 1)
+    assert plain(lost[0]) != plain(reference[16])
 
 
 def test_breakpoints_are_placed_when_the_client_placed_none(upstream: ScriptedUpstream) -> None:
@@ -460,3 +470,97 @@ def test_policy_values_are_checked() -> None:
             GatewayConfig(upstream="http://127.0.0.1:1"),
             transparent={"/v1/chat/completions": POLICY},
         )
+
+
+def test_no_turn_costs_more_through_the_gateway_under_anthropics_cache_rules(
+    upstream: ScriptedUpstream,
+) -> None:
+    from contextfold.replay import anthropic_blocks, cache_model, load_prices
+
+    conversation = Conversation("Find every item and fix it.")
+    sent, forwarded = [], []
+    with transparent_gateway(upstream, TransparentPolicy(window=20_000)) as url:
+        for _ in range(40):
+            conversation.step()
+            upstream.then_json(message("ok"))
+            conversation.send(url)
+            forwarded.append(upstream.received[-1].json())
+            sent.append(
+                {"system": forwarded[-1]["system"], "tools": TOOLS, "messages": conversation.wire()}
+            )
+    assert any(summary_text(b) for b in forwarded)
+    rates = load_prices()["anthropic"]
+    counter = AnthropicEstimator()
+
+    def costs(bodies: list[dict[str, Any]]) -> list[float]:
+        model = cache_model("anthropic", rates)
+        out = []
+        for i, body in enumerate(bodies):
+            u = model.request(anthropic_blocks(body, counter), at=10.0 * i)
+            out.append(
+                u.uncached * rates["input"]
+                + u.write * rates["cache_write"]
+                + u.read * rates["cache_read"]
+            )
+        return out
+
+    direct, gateway = costs(sent), costs(forwarded)
+    assert all(g <= d * 1.0001 for g, d in zip(gateway, direct, strict=True))
+    assert sum(gateway) < sum(direct)
+
+
+def test_serve_refuses_a_bad_policy() -> None:
+    from typer.testing import CliRunner
+
+    from contextfold.cli import app
+
+    args = ["serve", "--upstream", "http://127.0.0.1:9", "--window", "8000", "--keep", "0.9"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "keep must be in (0, trigger)" in result.output
+
+
+def test_serve_with_a_window_and_a_state_file_compacts_and_keeps_state(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from .servers import free_port
+
+    port, state = free_port(), tmp_path / "state.sqlite"
+    command = [sys.executable, "-m", "contextfold.cli", "serve", "--upstream", upstream.url]
+    options = ["--port", str(port), "--window", "8000", "--state", str(state)]
+    proc = subprocess.Popen([*command, *options], stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/health")
+                break
+            except httpx.ConnectError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the gateway did not start"
+                time.sleep(0.2)
+        bodies = run(Conversation("Find every item and fix it."), url, upstream, 12)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert summary_text(bodies[-1]) is not None
+    opening = {
+        "system": [{"type": "text", "text": SYSTEM}],
+        "messages": [{"role": "user", "content": "Find every item and fix it."}],
+    }
+
+    async def saved() -> str | None:
+        workspace = SQLiteWorkspace(state)
+        await workspace.initialize()
+        return await workspace.load_state("gateway-transparent/" + session_key({}, opening))
+
+    text = asyncio.run(saved())
+    assert text is not None
+    assert SessionState.from_json(text).compactions >= 1

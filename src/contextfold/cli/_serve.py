@@ -58,11 +58,11 @@ def serve(
     ] = None,
     trigger: Annotated[
         float, typer.Option("--trigger", help="Compact past this fraction of --window.")
-    ] = 0.9,
+    ] = 0.8,
     keep: Annotated[
         float,
         typer.Option("--keep", help="Fraction of --window kept word for word by a compaction."),
-    ] = 0.1,
+    ] = 0.25,
     tool_result_limit: Annotated[
         int | None,
         typer.Option(
@@ -71,6 +71,14 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    cost_guard: Annotated[
+        float,
+        typer.Option(
+            "--cost-guard",
+            help="Compact only when the rewritten messages are at most this fraction of the "
+            "messages read otherwise (cache-read over cache-write price; 0: no guard).",
+        ),
+    ] = 0.08,
     state: Annotated[
         Path | None,
         typer.Option(
@@ -103,6 +111,7 @@ def serve(
                 trigger=trigger,
                 keep=keep,
                 tool_result_limit=tool_result_limit,
+                cost_guard=cost_guard or None,
                 summarize_with=summarizer,  # type: ignore[arg-type]  # checked by the policy
             )
     except ValueError as exc:

@@ -67,11 +67,19 @@ class TransparentPolicy:
     """
 
     window: int = 200_000
-    trigger: float = 0.9
-    keep: float = 0.1
+    trigger: float = 0.8
+    keep: float = 0.25
     tool_result_limit: int | None = None
     summarize_with: Literal["extractive", "model"] = "extractive"
     breakpoints: bool = True
+    cost_guard: float | None = 0.08
+    """A compaction rewrites the summary and the kept messages at the cache-write price,
+    where sending the request uncompacted would read its messages at the cache-read
+    price: it happens only when the rewritten messages are at most this fraction of
+    those read (Anthropic: $0.30 read / $3.75 write = 0.08), so the compacting turn
+    costs no more than the turn it replaces, and every later turn, being shorter with
+    the same prefix rules, costs no more either. ``keep`` is lowered for that when it
+    must; a request over ``window`` is compacted regardless. ``None``: no guard."""
 
     def __post_init__(self) -> None:
         if self.window <= 0:
@@ -82,6 +90,8 @@ class TransparentPolicy:
             raise ValueError(f"keep must be in (0, trigger), got {self.keep}")
         if self.tool_result_limit is not None and self.tool_result_limit < 64:
             raise ValueError(f"tool_result_limit must be at least 64, got {self.tool_result_limit}")
+        if self.cost_guard is not None and not 0 < self.cost_guard <= 1:
+            raise ValueError(f"cost_guard must be in (0, 1], got {self.cost_guard}")
         if self.summarize_with not in ("extractive", "model"):
             raise ValueError(
                 f"summarize_with must be 'extractive' or 'model', got {self.summarize_with!r}"
@@ -230,6 +240,48 @@ async def _summarize(messages: Sequence[Any], previous: str | None, summarizer: 
     return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields)
 
 
+async def _compacted(
+    client: Sequence[Any],
+    digests: Sequence[str],
+    state: SessionState,
+    policy: TransparentPolicy,
+    forwarded: Sequence[Any],
+    tokens: int,
+    tally: Tally,
+    summarizer: Summarizer,
+) -> SessionState | None:
+    """The state after a compaction of the request whose messages are ``forwarded``
+    (``tokens`` in all, counted by ``tally``), or
+    ``None`` when it should not happen (nothing to summarize, the summarizer failed, or
+    the cost guard refused and the request still fits the window)."""
+    before = sum(tally.measure(m) for m in forwarded)  # read again if not compacted
+    budget = int(policy.keep * policy.window)
+    for _ in range(2):
+        cut = _new_cut(client, state, budget, tally)
+        if cut is None:
+            return None
+        try:
+            summary = await _summarize(
+                [_transformed(m, policy, tally.counter) for m in client[state.cut : cut]],
+                state.summary,
+                summarizer,
+            )
+        except Exception as exc:  # fail open: forward uncompacted, state unchanged
+            logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
+            return None
+        done = SessionState(
+            cut=cut, cut_digest=digests[cut], summary=summary, compactions=state.compactions + 1
+        )
+        head = tally.measure(_summary_message(summary))
+        after = head + sum(tally.measure(m) for m in client[cut:])
+        if policy.cost_guard is None or after <= policy.cost_guard * before:
+            return done
+        budget = int(policy.cost_guard * before) - head
+        if budget <= 0:
+            break
+    return done if tokens > policy.window else None
+
+
 async def forward(
     body: dict[str, Any],
     state: SessionState,
@@ -253,26 +305,14 @@ async def forward(
     tokens = tally.total
     compacted = False
     if tokens > policy.trigger * policy.window:
-        cut = _new_cut(client, state, int(policy.keep * policy.window), tally)
-        if cut is not None:
-            try:
-                summary = await _summarize(
-                    [_transformed(m, policy, counter) for m in client[state.cut : cut]],
-                    state.summary,
-                    summarizer,
-                )
-            except Exception as exc:  # fail open: forward uncompacted, state unchanged
-                logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
-            else:
-                state = SessionState(
-                    cut=cut,
-                    cut_digest=digests[cut],
-                    summary=summary,
-                    compactions=state.compactions + 1,
-                )
-                out = {**body, "messages": _messages(client, state, policy, counter)}
-                tokens = Tally(counter, out, counts).total
-                compacted = True
+        done = await _compacted(
+            client, digests, state, policy, out["messages"], tokens, tally, summarizer
+        )
+        if done is not None:
+            state = done
+            out = {**body, "messages": _messages(client, state, policy, counter)}
+            tokens = Tally(counter, out, counts).total
+            compacted = True
     previous_end: int | None = None
     seen = state.seen
     if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
