@@ -564,3 +564,66 @@ def test_serve_with_a_window_and_a_state_file_compacts_and_keeps_state(
     text = asyncio.run(saved())
     assert text is not None
     assert SessionState.from_json(text).compactions >= 1
+
+
+def test_a_turn_of_more_than_20_blocks_still_reads_the_previous_prefix(
+    upstream: ScriptedUpstream,
+) -> None:
+    """Anthropic looks for a cached entry at most 20 blocks before a breakpoint: a turn of
+    12 parallel tool calls (25 blocks) puts the client's one message breakpoint out of
+    reach of the previous entry; the gateway's breakpoint at the previous end is on it."""
+    from contextfold.replay import anthropic_blocks, cache_model, load_prices
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Check every module."}]
+    sent, forwarded = [], []
+    with transparent_gateway(upstream, TransparentPolicy(window=1_000_000)) as url:
+        for turn in range(4):
+            ids = [f"toolu_{turn}_{k}" for k in range(12)]
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": f"Batch {turn}."},
+                        *(
+                            {"type": "tool_use", "id": i, "name": "bash", "input": {"command": i}}
+                            for i in ids
+                        ),
+                    ],
+                }
+            )
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": i, "content": f"{i}: ok\n" * 60}
+                        for i in ids
+                    ],
+                }
+            )
+            wire = json.loads(json.dumps(history))
+            wire[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+            body = {
+                "system": [
+                    {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}
+                ],
+                "tools": TOOLS,
+                "messages": wire,
+            }
+            upstream.then_json(message("ok"))
+            client(url).messages.create(model=MODEL, max_tokens=8, **body)  # type: ignore[arg-type]
+            sent.append(body)
+            forwarded.append(upstream.received[-1].json())
+    rates = load_prices()["anthropic"]
+    counter = AnthropicEstimator()
+
+    def reads(bodies: list[dict[str, Any]]) -> int:
+        model = cache_model("anthropic", rates)
+        return sum(
+            model.request(anthropic_blocks(b, counter), at=float(i)).read
+            for i, b in enumerate(bodies)
+        )
+
+    assert reads(sent) == 0  # the client's breakpoint never reaches the previous entry
+    assert reads(forwarded) > 0
+    for a, b in itertools.pairwise(forwarded):
+        assert prefix_kept(a, b)
