@@ -627,3 +627,24 @@ def test_a_turn_of_more_than_20_blocks_still_reads_the_previous_prefix(
     assert reads(forwarded) > 0
     for a, b in itertools.pairwise(forwarded):
         assert prefix_kept(a, b)
+
+
+def test_a_side_request_under_the_same_session_does_not_reset_the_compaction(
+    upstream: ScriptedUpstream,
+) -> None:
+    def conversation() -> Conversation:
+        return Conversation("Find every item and fix it.", headers={"x-contextfold-session": "s"})
+
+    with transparent_gateway(upstream) as url:
+        reference = run(conversation(), url, upstream, 13)
+    assert summary_text(reference[11]) is not None
+    main = conversation()
+    with transparent_gateway(upstream) as url:
+        before = run(main, url, upstream, 12)
+        probe = conversation()
+        probe.step()
+        upstream.then_json(message("ok"))
+        probe.send(url)
+        assert plain(upstream.received[-1].json()["messages"]) == plain(probe.history)
+        after = run(main, url, upstream, 1)
+    assert [plain(b) for b in [*before, *after]] == [plain(b) for b in reference]

@@ -292,13 +292,17 @@ async def forward(
     counts: CountCache | None = None,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
-    docstring); compacts when the trigger is passed. A summarizer that fails leaves the
+    docstring); compacts when the trigger is passed. A request that does not continue a
+    compacted state is forwarded as a new conversation, and the state is kept unless
+    that request compacts itself. A summarizer that fails leaves the
     state as it was (the request is forwarded uncompacted: fail open)."""
     client = body.get("messages")
     if not isinstance(client, list):
         raise ValueError("messages: expected a list of messages")
     digests = _digests(client)
+    kept = state
     state = _continued(state, digests)
+    diverged = state is not kept and kept.summary is not None
     original = Tally(counter, body, counts).total
     out = {**body, "messages": _messages(client, state, policy, counter)}
     tally = Tally(counter, out, counts)
@@ -327,4 +331,8 @@ async def forward(
         seen=len(client),
         seen_digest=digests[-1],
     )
+    if diverged and not compacted:
+        # A side request under the same key (a probe, a rewind before the summary's end):
+        # forwarded on its own, the conversation's compaction kept for its next turn.
+        state = kept
     return Forwarded(out, state, compacted, tokens, original)
