@@ -648,3 +648,41 @@ def test_a_side_request_under_the_same_session_does_not_reset_the_compaction(
         assert plain(upstream.received[-1].json()["messages"]) == plain(probe.history)
         after = run(main, url, upstream, 1)
     assert [plain(b) for b in [*before, *after]] == [plain(b) for b in reference]
+
+
+def test_a_compacted_streamed_turn_keeps_the_event_order_and_is_counted(
+    upstream: ScriptedUpstream,
+) -> None:
+    import httpx
+
+    conversation = Conversation("Find every item and fix it.")
+    with transparent_gateway(upstream) as url:
+        run(conversation, url, upstream, 11)
+        conversation.step()
+        upstream.then_sse(message_stream("Hello there"))
+        with client(url).beta.messages.stream(
+            model=MODEL,
+            max_tokens=8,
+            system=SYSTEM,
+            tools=TOOLS,  # type: ignore[arg-type]
+            messages=conversation.wire(),  # type: ignore[arg-type]
+            betas=["context-management-2025-06-27"],
+            context_management=CLAUDE_CODE_EDITS,
+        ) as stream:
+            events = [event.type for event in stream]
+            final = stream.get_final_message()
+        metrics = httpx.get(f"{url}/metrics").text
+    assert summary_text(upstream.received[-1].json()) is not None
+    assert events[0] == "message_start"
+    assert events[-1] == "message_stop"
+    assert final.content[0].type == "text"
+    assert final.content[0].text == "Hello there"
+    assert final.context_management is not None
+    assert final.context_management.applied_edits == []
+    compactions = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("contextfold_gateway_compactions_total")
+    ]
+    assert compactions
+    assert float(compactions[0].split()[-1]) >= 1
