@@ -322,14 +322,46 @@ def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
     )
 
 
+def idle_memory(summary: str, sessions: int = 1_000) -> float:
+    """Bytes the gateway holds per idle conversation in transparent mode: its state (with a
+    summary as long as ``summary``) and its lock, in memory (no store), by tracemalloc."""
+    import asyncio
+    import tracemalloc
+
+    from contextfold.gateway import SessionState, SessionStates
+
+    async def fill(states: SessionStates) -> None:
+        for i in range(sessions):
+            key = f"cc:session-{i:06d}:agent"
+            async with states.lock(key):
+                text = f"{i:06d} {summary}"  # a string of its own per conversation
+                await states.save(key, SessionState(cut=40, cut_digest="a" * 64, summary=text))
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    states = SessionStates()
+    asyncio.run(fill(states))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return (after - before) / sessions
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--window", type=int, action="append")
     parser.add_argument("--trigger", type=float, default=0.8)
     parser.add_argument("--keep", type=float, default=0.25)
     parser.add_argument("--only", default=None, help="sessions whose name contains this")
+    parser.add_argument(
+        "--memory", action="store_true", help="only the memory per idle conversation"
+    )
     args = parser.parse_args(argv)
     counter = AnthropicEstimator()
+    if args.memory:
+        for chars in (2_000, 10_000, 40_000):
+            per = idle_memory("x" * chars)
+            print(f"summary of {chars:,} characters: {per / 1024:.1f} KB per idle conversation")
+        return
     sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
     if args.only:
         sessions = [s for s in sessions if args.only in s.name]

@@ -13,7 +13,7 @@ from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, appl
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
-from ._sessions import SessionState, session_key
+from ._sessions import SessionState, SessionStates, session_key
 from ._transparent import TransparentPolicy
 
 try:
@@ -37,6 +37,7 @@ __all__ = [
     "GatewayConfig",
     "PendingCompaction",
     "SessionState",
+    "SessionStates",
     "TransparentPolicy",
     "apply_blocks",
     "apply_context_management",
