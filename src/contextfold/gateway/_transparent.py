@@ -14,13 +14,15 @@ of the client's history and one small per-conversation state (:class:`SessionSta
   the same bytes every time it is resent, so only new content is ever transformed;
 - a compaction happens when the forwarded request passes ``trigger`` x ``window`` tokens;
   it keeps the newest messages (up to ``keep`` x ``window`` tokens, from an assistant
-  message so no tool call loses its result) and summarizes the rest;
+  message so no tool call loses its result) and summarizes the rest, but only when the
+  rewritten part costs no more than reading what it replaces (``cost_guard``), unless the
+  request would not fit the window;
 - cache breakpoints are added where the client placed none, and at the end of what was
   forwarded last time (:mod:`._breakpoints`).
 
 A history that does not start with the messages the state summarized (the client
-compacted or rewrote it) starts a new state: it is forwarded unchanged until it passes
-the trigger itself.
+compacted or rewrote it, or a side request shares the key) is forwarded as a new
+conversation; the state is replaced only if that request compacts itself.
 """
 
 from __future__ import annotations
