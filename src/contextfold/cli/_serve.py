@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ..gateway import TransparentPolicy
+    from ..workspace import SQLiteWorkspace
 
 __all__ = ["serve"]
 
@@ -54,38 +60,92 @@ def serve(
             "(closed) or forward it unedited and count it (open, the default).",
         ),
     ] = False,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window",
+            help="Transparent mode on /v1/messages for clients that ask for no context "
+            "management (Claude Code): the model's window in tokens. Off when not given.",
+            show_default=False,
+        ),
+    ] = None,
+    trigger: Annotated[
+        float, typer.Option("--trigger", help="Compact past this fraction of --window.")
+    ] = 0.8,
+    keep: Annotated[
+        float,
+        typer.Option("--keep", help="Fraction of --window kept word for word by a compaction."),
+    ] = 0.25,
+    tool_result_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--tool-result-limit",
+            help="Cut tool results larger than this many tokens to their head and tail.",
+            show_default=False,
+        ),
+    ] = None,
+    cost_guard: Annotated[
+        float,
+        typer.Option(
+            "--cost-guard",
+            help="Compact only when the rewritten messages are at most this fraction of the "
+            "messages read otherwise (cache-read over cache-write price; 0: no guard).",
+        ),
+    ] = 0.08,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            help="SQLite file keeping each conversation's transparent-mode state across "
+            "restarts (default: in memory).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the gateway: Anthropic's context_management for any upstream, metrics at /metrics."""
     try:
-        from ..gateway import GatewayConfig
+        from ..gateway import GatewayConfig, TransparentPolicy
         from ..gateway import serve as run
+        from ..workspace import SQLiteWorkspace
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
-    if upstream is None:
-        _serve_embedded(host, port, max_body_mb, pass_through, summarizer, timeout, fail_closed)
-        return
     try:
-        config = GatewayConfig(
-            upstream=upstream,
-            max_body_bytes=int(max_body_mb * 1024 * 1024),
-            timeout=timeout,
-            pass_through_context_management=pass_through,
-            summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
-            fail_closed=fail_closed,
-        )
+        policy = None
+        if window is not None:
+            policy = TransparentPolicy(
+                window=window,
+                trigger=trigger,
+                keep=keep,
+                tool_result_limit=tool_result_limit,
+                cost_guard=cost_guard or None,
+                summarize_with=summarizer,  # type: ignore[arg-type]  # checked by the policy
+            )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    run(config, host=host, port=port)
+    sessions = SQLiteWorkspace(state) if state is not None and policy is not None else None
+    fields: dict[str, Any] = {
+        "max_body_bytes": int(max_body_mb * 1024 * 1024),
+        "timeout": timeout,
+        "pass_through_context_management": pass_through,
+        "summarize_with": summarizer,
+        "fail_closed": fail_closed,
+    }
+    if upstream is None:
+        _serve_embedded(host, port, fields, policy, sessions)
+        return
+    try:
+        config = GatewayConfig(upstream=upstream, **fields)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    run(config, host=host, port=port, transparent=policy, sessions=sessions)
 
 
 def _serve_embedded(
     host: str,
     port: int,
-    max_body_mb: float,
-    pass_through: bool | None,
-    summarizer: str,
-    timeout: float,
-    fail_closed: bool,
+    fields: dict[str, Any],
+    policy: TransparentPolicy | None,
+    sessions: SQLiteWorkspace | None,
 ) -> None:
     """The gateway in front of the embedded model, served on a loopback port of its own."""
     from ..gateway import GatewayConfig, serving_upstream
@@ -93,7 +153,10 @@ def _serve_embedded(
     from ..model import LocalChatModel
 
     try:
+        config = GatewayConfig(upstream="http://127.0.0.1:1", **fields)  # checked first
         model = LocalChatModel()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     except (ImportError, FileNotFoundError) as exc:
         raise typer.BadParameter(
             f"no --upstream given and the embedded model is not available ({exc}); "
@@ -102,12 +165,5 @@ def _serve_embedded(
         ) from exc
     with serving_upstream(model) as url:
         typer.echo(f"No --upstream: the embedded model ({model.model_name}) answers at {url}")
-        config = GatewayConfig(
-            upstream=url,
-            max_body_bytes=int(max_body_mb * 1024 * 1024),
-            timeout=timeout,
-            pass_through_context_management=pass_through,
-            summarize_with=summarizer,  # type: ignore[arg-type]  # checked by GatewayConfig
-            fail_closed=fail_closed,
-        )
-        run(config, host=host, port=port)
+        config = replace(config, upstream=url)
+        run(config, host=host, port=port, transparent=policy, sessions=sessions)

@@ -13,6 +13,8 @@ from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, appl
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
+from ._sessions import SessionState, SessionStates, session_key
+from ._transparent import TransparentPolicy
 
 try:
     from ._app import create_app
@@ -35,6 +37,9 @@ __all__ = [
     "EditOutcome",
     "GatewayConfig",
     "PendingCompaction",
+    "SessionState",
+    "SessionStates",
+    "TransparentPolicy",
     "apply_blocks",
     "apply_context_management",
     "compact",
@@ -43,4 +48,5 @@ __all__ = [
     "parse_edits",
     "serve",
     "serving_upstream",
+    "session_key",
 ]

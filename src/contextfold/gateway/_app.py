@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -13,12 +13,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..context import ExtractiveSummarizer, Summarizer
 from ..token import AnthropicEstimator, TokenCounter
+from ..workspace import SessionStore
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._messages import count_tokens, messages
 from ._metrics import Metrics
 from ._proxy import Gateway, dialect_of, gateway_of, relay
 from ._responses import compact_responses, responses
+from ._transparent import TransparentPolicy
+from ._transparent_route import TransparentMode
 from ._upstream import Upstream
 
 __all__ = ["create_app"]
@@ -86,6 +89,8 @@ def create_app(
     *,
     counter: TokenCounter | None = None,
     summarizer: Summarizer | None = None,
+    transparent: TransparentPolicy | Mapping[str, TransparentPolicy] | None = None,
+    sessions: SessionStore | None = None,
 ) -> Starlette:
     """The gateway as an ASGI app (serve it with any ASGI server, e.g. uvicorn).
 
@@ -93,7 +98,12 @@ def create_app(
     ``count_tokens``; by default :class:`~contextfold.token.AnthropicEstimator`.
     ``summarizer`` writes the summary of ``compact_20260112``; by default
     :class:`~contextfold.context.ExtractiveSummarizer` (no model call, deterministic).
+    ``transparent`` turns on transparent mode (one policy for ``/v1/messages``, or a
+    policy by route) for requests that ask for no context management; ``sessions`` keeps
+    each conversation's state (in memory when ``None``; initialized at startup when it
+    has an ``initialize`` method, e.g. :class:`~contextfold.workspace.SQLiteWorkspace`).
     """
+    mode = TransparentMode.of(transparent, sessions) if transparent is not None else None
     metrics = Metrics()
     gateway = Gateway(
         config=config,
@@ -106,6 +116,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        initialize = getattr(sessions, "initialize", None)
+        if mode is not None and initialize is not None:
+            await initialize()
         yield
         await gateway.upstream.aclose()
 
@@ -127,5 +140,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    app.state.transparent = mode
     app.add_middleware(_CountRequests, metrics=metrics)
     return app

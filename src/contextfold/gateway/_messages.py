@@ -31,6 +31,8 @@ from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, 
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
 from ._sse import add_context_management
+from ._transparent import TransparentPolicy, forward, view
+from ._transparent_route import TransparentMode, asks_for_nothing, mode_of
 from ._upstream import UpstreamFailure, relayed_headers
 
 __all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
@@ -43,8 +45,9 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Response:
-    """The request read and its edits applied, or the error response to give."""
+async def _edited(request: Request, *, compaction: bool) -> tuple[EditOutcome, bool] | Response:
+    """The request read and its edits applied, and whether it asks for nothing
+    (transparent mode's to manage); or the error response to give."""
     gateway = gateway_of(request)
     try:
         data = read_json(await read_body(request, gateway.config.max_body_bytes))
@@ -52,8 +55,9 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
             raise BodyError(400, "messages: expected a list of messages")
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
+    quiet = asks_for_nothing(data)
     try:
-        return apply_context_management(
+        outcome = apply_context_management(
             data, gateway.counter, compaction=compaction, cache=gateway.counts
         )
     except EditError as exc:
@@ -63,7 +67,94 @@ async def _edited(request: Request, *, compaction: bool) -> EditOutcome | Respon
         gateway.metrics.untransformed += 1
         if gateway.config.fail_closed:
             return error_response("anthropic", 500, not_transformed(exc))
-        return unedited(data, gateway.counter)
+        return unedited(data, gateway.counter), False
+    return outcome, quiet
+
+
+def _transparent_summarizer(
+    request: Request, body: dict[str, Any], policy: TransparentPolicy
+) -> Summarizer:
+    gateway = gateway_of(request)
+    if policy.summarize_with != "model":
+        return gateway.summarizer
+    model = RequestModel(
+        gateway.upstream,
+        str(body.get("model")),
+        headers=request.headers.items(),
+        drop_betas=CONTEXT_MANAGEMENT_BETAS,
+        counter=gateway.counter,
+    )
+    return ModelSummarizer(model, request="transcript")
+
+
+class _Refused(Exception):
+    """Transparent mode failed and the gateway fails closed: the message to answer with."""
+
+
+async def _transparently(
+    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
+) -> dict[str, Any]:
+    """``body`` as transparent mode forwards it (the conversation's state updated); the
+    body unchanged, counted, if that fails (fail open), or ``_Refused`` (fail closed)."""
+    gateway = gateway_of(request)
+    try:
+        key = mode.key(request, body)
+        async with mode.states.lock(key):
+            state = await mode.states.load(key)
+            done = await forward(
+                body,
+                state,
+                policy,
+                counter=gateway.counter,
+                summarizer=_transparent_summarizer(request, body, policy),
+                counts=gateway.counts,
+            )
+            await mode.states.save(key, done.state)
+    except Exception as exc:
+        logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
+        gateway.metrics.untransformed += 1
+        if gateway.config.fail_closed:
+            raise _Refused(not_transformed(exc)) from None
+        return body
+    gateway.metrics.compactions += done.compacted
+    gateway.metrics.tokens_saved += max(done.original_tokens - done.input_tokens, 0)
+    return done.body
+
+
+async def _viewed(
+    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
+) -> dict[str, Any]:
+    """``body`` as it would be forwarded now (no compaction run, no state changed)."""
+    gateway = gateway_of(request)
+    try:
+        state = await mode.states.load(mode.key(request, body))
+        return view(body, state, policy, gateway.counter)
+    except Exception as exc:
+        logger.warning("gateway: transparent view not applied (%s)", type(exc).__name__)
+        return body
+
+
+async def _transparent_relay(
+    request: Request, mode: TransparentMode, policy: TransparentPolicy, *, count: bool
+) -> Response:
+    """Pass-through with transparent mode: a request that asks for nothing is forwarded
+    as transparent mode says (``count_tokens`` counts that form); any other as it came."""
+    gateway = gateway_of(request)
+    try:
+        raw = await read_body(request, gateway.config.max_body_bytes)
+        data = read_json(raw)
+    except BodyError as exc:
+        return error_response("anthropic", exc.status, exc.message)
+    if not asks_for_nothing(data) or not isinstance(data.get("messages"), list):
+        return await relay(request, "anthropic", raw)
+    if count:
+        body = await _viewed(request, data, mode, policy)
+    else:
+        try:
+            body = await _transparently(request, data, mode, policy)
+        except _Refused as refused:
+            return error_response("anthropic", 500, str(refused))
+    return await relay(request, "anthropic", _dumps(body))
 
 
 def _summarizer(
@@ -87,11 +178,15 @@ def _summarizer(
 async def messages(request: Request) -> Response:
     """Create a message, with the request's context edits applied here."""
     gateway = gateway_of(request)
+    transparent = mode_of(request)
     if gateway.config.passes_context_management:
+        if transparent is not None:
+            return await _transparent_relay(request, *transparent, count=False)
         return await relay(request, "anthropic")
-    outcome = await _edited(request, compaction=True)
-    if isinstance(outcome, Response):
-        return outcome
+    edited = await _edited(request, compaction=True)
+    if isinstance(edited, Response):
+        return edited
+    outcome, quiet = edited
     for entry in outcome.applied_edits:
         gateway.metrics.edits[str(entry["type"])] += 1
     gateway.metrics.tokens_saved += outcome.tokens_saved
@@ -115,6 +210,11 @@ async def messages(request: Request) -> Response:
         )
         if pending.edit.pause_after_compaction:
             return paused_answer(body, done, field)
+    elif transparent is not None and quiet and not outcome.failed:
+        try:
+            body = await _transparently(request, body, *transparent)
+        except _Refused as refused:
+            return error_response("anthropic", 500, str(refused))
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
     opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
@@ -166,12 +266,20 @@ async def count_tokens(request: Request) -> Response:
     """The input tokens of what ``/v1/messages`` would send after the edits, counted by
     the gateway's counter (named in the ``x-contextfold-counter`` header)."""
     gateway = gateway_of(request)
+    transparent = mode_of(request)
     if gateway.config.passes_context_management:
+        if transparent is not None:
+            return await _transparent_relay(request, *transparent, count=True)
         return await relay(request, "anthropic")
-    outcome = await _edited(request, compaction=False)
-    if isinstance(outcome, Response):
-        return outcome
-    result: dict[str, Any] = {"input_tokens": outcome.input_tokens}
+    edited = await _edited(request, compaction=False)
+    if isinstance(edited, Response):
+        return edited
+    outcome, quiet = edited
+    input_tokens = outcome.input_tokens
+    if transparent is not None and quiet and not outcome.failed:
+        body = await _viewed(request, outcome.body, *transparent)
+        input_tokens = Tally(gateway.counter, body, gateway.counts).total
+    result: dict[str, Any] = {"input_tokens": input_tokens}
     if outcome.requested:
         result["context_management"] = {"original_input_tokens": outcome.original_input_tokens}
     name = str(getattr(gateway.counter, "name", type(gateway.counter).__name__))

@@ -1,0 +1,375 @@
+"""Gateway figure: what transparent mode costs under Anthropic's prompt-cache rules, on the
+recorded Claude Code sessions (issue 29, point 4: never more expensive than no gateway).
+
+Each recorded session (``claude-code-*`` in the shared data, the ones whose provider
+counters show caching) is rebuilt call by call as the requests Claude Code sent: its
+history at that call (``fig_cache_validation.load_sessions``, Claude Code's own compaction
+included) in the Messages API form with Claude Code's breakpoints (end of the system
+prompt, end of the last message), behind a stand-in system prompt as large as what the
+recording lacks (tool schemas and system prompt: the first call's recorded prompt less our
+count of its messages). Three sequences of requests are then priced with the repository's
+cache simulator (``contextfold.replay``: ``anthropic_blocks`` and the ``anthropic`` model of
+``pricing.json``, calls timed as recorded, output tokens as recorded):
+
+- direct: the requests as rebuilt;
+- gateway: the same requests sent through the real gateway (``create_app`` served by
+  uvicorn on loopback, transparent mode, default extractive summarizer, in-memory state,
+  the ``x-claude-code-session-id`` header set), in front of an upstream on loopback that
+  answers each request with the recorded response; priced on what the upstream received;
+- drop-oldest: the trivial strategy at the same window: the oldest messages dropped until
+  the request fits (from an assistant message, behind a one-line user note, so no tool
+  call loses its result).
+
+    python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.8]
+        [--keep 0.25]
+
+Needs the ``gateway`` extra. Prints the Markdown table of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from contextfold.gateway import CountCache, GatewayConfig, TransparentPolicy, create_app
+from contextfold.message import anthropic_request, to_anthropic_request
+from contextfold.replay import anthropic_blocks, cache_model, load_prices
+from contextfold.token import AnthropicEstimator, TokenCounter
+
+from .fig_cache_validation import RecordedCall, Session, load_sessions, recordings_dir
+from .fig_gateway_latency import _serving
+
+__all__ = ["Priced", "direct_bodies", "drop_oldest", "main", "price", "run_session"]
+
+DROPPED_NOTE = "[Earlier messages were dropped to fit the context window.]"
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A sequence of requests priced under the cache model."""
+
+    dollars: float
+    uncached: int
+    write: int
+    read: int
+    new: int = 0
+    """Tokens not in the previous request's prefix: what a perfect prefix cache (no
+    lifetime, no minimum, no lookback limit) would still have to send uncached."""
+
+    @property
+    def input(self) -> int:
+        return self.uncached + self.write + self.read
+
+    @property
+    def read_share(self) -> float:
+        return self.read / self.input if self.input else 0.0
+
+    @property
+    def ceiling(self) -> float:
+        """The read share of a perfect prefix cache on the same requests."""
+        return 1 - self.new / self.input if self.input else 0.0
+
+
+def _filler(tokens: int, counter: TokenCounter) -> str:
+    """A deterministic stand-in system prompt of about ``tokens`` tokens."""
+    unit = "You are an interactive coding agent; follow the repository's conventions. "
+    per = max(counter.count_text(unit), 1)
+    return unit * max(tokens // per, 1)
+
+
+def direct_bodies(session: Session, counter: TokenCounter) -> list[dict[str, Any]]:
+    """The session's requests as Claude Code sent them (rebuilt; see the module docstring)."""
+    first = anthropic_request(session.calls[0].history, cache=True)
+    ours = sum(b.tokens for b in anthropic_blocks(first, counter))
+    system = _filler(max(session.calls[0].input_tokens - ours, 0), counter)
+    bodies = []
+    for call in session.calls:
+        body = anthropic_request(call.history, cache=True)
+        bodies.append(
+            {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 32_000,
+                "system": [
+                    {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+                ],
+                "messages": body["messages"],
+            }
+        )
+    return bodies
+
+
+def _response(calls: Sequence[RecordedCall], i: int, output: int) -> dict[str, Any]:
+    """The recorded answer to call ``i``: the assistant message that follows its history."""
+    content: list[Any] = [{"type": "text", "text": "(not recorded)"}]
+    here = calls[i].history
+    if i + 1 < len(calls):
+        nxt = calls[i + 1].history
+        if len(nxt) > len(here) and nxt[len(here)].role == "assistant":
+            _, wire = to_anthropic_request([nxt[len(here)]])
+            if wire and isinstance(wire[0].get("content"), list):
+                content = wire[0]["content"]
+    call = calls[i]
+    return {
+        "id": f"msg_{i:04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+        "stop_reason": "tool_use"
+        if any(b.get("type") == "tool_use" for b in content)
+        else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": call.input_tokens - call.cache_read - call.cache_write,
+            "cache_read_input_tokens": call.cache_read,
+            "cache_creation_input_tokens": call.cache_write,
+            "output_tokens": output,
+        },
+    }
+
+
+def _recording_upstream(
+    answers: dict[int, dict[str, Any]], received: dict[int, bytes]
+) -> Starlette:
+    async def messages(request: Request) -> Response:
+        body = await request.body()
+        i = int(request.headers["x-replay-call"])
+        received[i] = body
+        return JSONResponse(answers[i])
+
+    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
+
+def through_gateway(
+    session: Session,
+    bodies: Sequence[dict[str, Any]],
+    outputs: Sequence[int],
+    policy: TransparentPolicy,
+) -> list[dict[str, Any]]:
+    """What the upstream received when ``bodies`` were sent through the gateway."""
+    answers = {i: _response(session.calls, i, outputs[i]) for i in range(len(bodies))}
+    received: dict[int, bytes] = {}
+    with _serving(_recording_upstream(answers, received)) as upstream:
+        app = create_app(GatewayConfig(upstream=upstream), transparent=policy)
+        with _serving(app) as gateway, httpx.Client(base_url=gateway, timeout=120) as client:
+            for i, body in enumerate(bodies):
+                reply = client.post(
+                    "/v1/messages",
+                    content=json.dumps(body, ensure_ascii=False).encode(),
+                    headers={
+                        "content-type": "application/json",
+                        "anthropic-version": "2023-06-01",
+                        "x-api-key": "sk-ant-replay",
+                        "x-claude-code-session-id": session.name,
+                        "x-replay-call": str(i),
+                    },
+                )
+                reply.raise_for_status()
+    return [json.loads(received[i]) for i in range(len(bodies))]
+
+
+def drop_oldest(
+    body: dict[str, Any], window: int, counter: TokenCounter, counts: CountCache
+) -> dict[str, Any]:
+    """``body`` with its oldest messages dropped until it fits ``window`` (the trivial
+    strategy), cut before an assistant message behind a one-line note."""
+    messages = body["messages"]
+    sizes = [counts.count(counter, m) for m in messages]
+    fixed = counts.fixed(counter, body.get("system"), body.get("tools"))
+    if fixed + sum(sizes) <= window:
+        return body
+    suffix = 0
+    start = len(messages) - 1
+    for k in range(len(messages) - 1, 0, -1):
+        suffix += sizes[k]
+        if fixed + suffix > window:
+            break
+        if messages[k]["role"] == "assistant":
+            start = k
+    while start > 0 and messages[start]["role"] != "assistant":
+        start -= 1
+    note = {"role": "user", "content": [{"type": "text", "text": DROPPED_NOTE}]}
+    return {**body, "messages": [note, *messages[start:]]}
+
+
+def price(
+    bodies: Sequence[dict[str, Any]],
+    times: Sequence[float],
+    outputs: Sequence[int],
+    counter: TokenCounter,
+) -> Priced:
+    """``bodies`` sent at ``times`` under the ``anthropic`` cache model and its prices."""
+    rates = load_prices()["anthropic"]
+    model = cache_model("anthropic", rates)
+    dollars = 0.0
+    uncached = write = read = new = 0
+    previous: list[str] = []
+    for body, at, output in zip(bodies, times, outputs, strict=True):
+        blocks = anthropic_blocks(body, counter)
+        usage = model.request(blocks, at=at)
+        shared = 0
+        for block, key in zip(blocks, previous, strict=False):
+            if block.key != key:
+                break
+            shared += block.tokens
+        new += sum(b.tokens for b in blocks) - shared
+        previous = [b.key for b in blocks]
+        uncached += usage.uncached
+        write += usage.write
+        read += usage.read
+        dollars += (
+            usage.uncached * rates["input"]
+            + usage.write * rates["cache_write"]
+            + usage.read * rates["cache_read"]
+            + output * rates["output"]
+        ) / 1e6
+    return Priced(dollars, uncached, write, read, new)
+
+
+def _outputs(session: Session) -> list[int]:
+    """Output tokens per call as recorded (the answer's usage, in the next call's history);
+    300 for the last call. The same in every variant: output is not what a gateway changes."""
+    out = []
+    calls = session.calls
+    for i, call in enumerate(calls):
+        tokens = 300
+        if i + 1 < len(calls) and len(calls[i + 1].history) > len(call.history):
+            usage = calls[i + 1].history[len(call.history)].usage
+            if usage is not None:
+                tokens = usage.output_tokens
+        out.append(tokens)
+    return out
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    name: str
+    calls: int
+    peak: int
+    recorded_share: float
+    direct: Priced
+    gateway: Priced
+    dropped: Priced
+    compactions: int
+
+
+def run_session(
+    session: Session, policy: TransparentPolicy, counter: TokenCounter
+) -> SessionResult:
+    counts = CountCache()
+    bodies = direct_bodies(session, counter)
+    outputs = _outputs(session)
+    times = [c.at for c in session.calls]
+    forwarded = through_gateway(session, bodies, outputs, policy)
+    dropped = [drop_oldest(b, policy.window, counter, counts) for b in bodies]
+    summaries = [
+        m["content"][0].get("text", "")[:40] if isinstance(m["content"], list) else ""
+        for m in (b["messages"][0] for b in forwarded)
+    ]
+    compactions = sum(
+        1 for a, b in itertools.pairwise(summaries) if a != b and b.startswith("This conversation")
+    )
+    recorded = sum(c.cache_read for c in session.calls) / max(
+        sum(c.input_tokens for c in session.calls), 1
+    )
+    return SessionResult(
+        session.name,
+        len(session.calls),
+        max(c.input_tokens for c in session.calls),
+        recorded,
+        price(bodies, times, outputs, counter),
+        price(forwarded, times, outputs, counter),
+        price(dropped, times, outputs, counter),
+        compactions,
+    )
+
+
+def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
+    rows = []
+    for r in results:
+        met = (
+            r.gateway.dollars <= r.direct.dollars + 1e-9
+            and r.gateway.read_share >= r.direct.read_share - 0.01
+        )
+        rows.append(
+            f"| {r.name} | {r.calls} | {r.peak:,} | {100 * r.recorded_share:.1f}% "
+            f"| ${r.direct.dollars:.3f} ({100 * r.direct.read_share:.1f}%) "
+            f"| ${r.gateway.dollars:.3f} ({100 * r.gateway.read_share:.1f}%) | {r.compactions} "
+            f"| ${r.dropped.dollars:.3f} ({100 * r.dropped.read_share:.1f}%) "
+            f"| {100 * (r.gateway.dollars / r.direct.dollars - 1):+.1f}% "
+            f"| {100 * (r.gateway.read_share - r.direct.read_share):+.1f} "
+            f"| {100 * r.direct.ceiling:.1f}% / {100 * r.gateway.ceiling:.1f}% "
+            f"| {'yes' if met else 'no'} |"
+        )
+    return (
+        f"Window {policy.window:,} tokens (gateway counter), trigger {policy.trigger}, keep "
+        f"{policy.keep}, extractive summarizer.\n\n"
+        "| session | calls | peak prompt (recorded) | recorded read share | direct $ (read share) "
+        "| gateway $ (read share) | gateway compactions | drop-oldest $ (read share) "
+        "| gateway vs direct | share diff (points) | perfect-cache share direct / gateway "
+        "| target met |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
+def idle_memory(summary: str, sessions: int = 1_000) -> float:
+    """Bytes the gateway holds per idle conversation in transparent mode: its state (with a
+    summary as long as ``summary``) and its lock, in memory (no store), by tracemalloc."""
+    import asyncio
+    import tracemalloc
+
+    from contextfold.gateway import SessionState, SessionStates
+
+    async def fill(states: SessionStates) -> None:
+        for i in range(sessions):
+            key = f"cc:session-{i:06d}:agent"
+            async with states.lock(key):
+                text = f"{i:06d} {summary}"  # a string of its own per conversation
+                await states.save(key, SessionState(cut=40, cut_digest="a" * 64, summary=text))
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    states = SessionStates()
+    asyncio.run(fill(states))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return (after - before) / sessions
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--window", type=int, action="append")
+    parser.add_argument("--trigger", type=float, default=0.8)
+    parser.add_argument("--keep", type=float, default=0.25)
+    parser.add_argument("--only", default=None, help="sessions whose name contains this")
+    parser.add_argument(
+        "--memory", action="store_true", help="only the memory per idle conversation"
+    )
+    args = parser.parse_args(argv)
+    counter = AnthropicEstimator()
+    if args.memory:
+        for chars in (2_000, 10_000, 40_000):
+            per = idle_memory("x" * chars)
+            print(f"summary of {chars:,} characters: {per / 1024:.1f} KB per idle conversation")
+        return
+    sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
+    if args.only:
+        sessions = [s for s in sessions if args.only in s.name]
+    for window in args.window or [200_000, 100_000]:
+        policy = TransparentPolicy(window=window, trigger=args.trigger, keep=args.keep)
+        results = [run_session(s, policy, counter) for s in sessions]
+        print(table(results, policy), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""Transparent mode: context management for clients that ask for none (Claude Code behind
+``ANTHROPIC_BASE_URL``), built so it never costs more than no gateway.
+
+The provider's prompt cache pays for a prefix once and reads it at a tenth of the price
+after; a gateway that rewrites old content every turn turns those reads into writes
+(users of other gateways report bills 2-7x higher). So what is forwarded is a function
+of the client's history and one small per-conversation state (:class:`SessionState`):
+
+- the client's first ``cut`` messages are replaced by one user message holding the
+  summary of the latest compaction (none before the first): the prefix changes once per
+  compaction, never in between;
+- every other message is forwarded as the client sent it, except a tool result larger
+  than ``tool_result_limit``, cut to its head and tail by a pure function of its content:
+  the same bytes every time it is resent, so only new content is ever transformed;
+- a compaction happens when the forwarded request passes ``trigger`` x ``window`` tokens;
+  it keeps the newest messages (up to ``keep`` x ``window`` tokens, from an assistant
+  message so no tool call loses its result) and summarizes the rest, but only when the
+  rewritten part costs no more than reading what it replaces (``cost_guard``), unless the
+  request would not fit the window;
+- cache breakpoints are added where the client placed none, and at the end of what was
+  forwarded last time (:mod:`._breakpoints`).
+
+A history that does not start with the messages the state summarized (the client
+compacted or rewrote it, or a side request shares the key) is forwarded as a new
+conversation; the state is replaced only if that request compacts itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, Literal
+
+from .._logging import logger
+from ..context import (
+    DEFAULT_COMPRESSION_PROMPT,
+    DEFAULT_SUMMARY_TEMPLATE,
+    Summarizer,
+    SummaryRequest,
+    SummarySchema,
+    render_summary,
+    safe_format,
+)
+from ..token import TokenCounter, head_within, tail_within
+from ._breakpoints import place_breakpoints
+from ._compaction import SUMMARY_PREFIX
+from ._count import CountCache, Tally, message_of
+from ._sessions import SessionState, content_digest
+
+__all__ = ["TRUNCATION_NOTE", "Forwarded", "TransparentPolicy", "forward", "view"]
+
+TRUNCATION_NOTE = "\n\n[... {omitted} tokens of this tool result omitted by the gateway ...]\n\n"
+"""What stands in the middle of a tool result cut to ``tool_result_limit``."""
+
+
+@dataclass(frozen=True)
+class TransparentPolicy:
+    """What transparent mode does on one route (``serve --window ...``).
+
+    ``window`` is the model's context window in the gateway counter's tokens; the
+    forwarded request is compacted when it passes ``trigger`` x ``window`` and keeps its
+    newest ``keep`` x ``window`` tokens word for word. ``tool_result_limit`` (tokens;
+    ``None``: off) cuts larger tool results to their head and tail when they arrive.
+    ``summarize_with`` is who writes summaries: the app's summarizer (extractive by
+    default, no model call) or ``"model"``, the request's own model through the upstream.
+    ``breakpoints`` adds Anthropic cache breakpoints (see :mod:`._breakpoints`).
+    """
+
+    window: int = 200_000
+    trigger: float = 0.8
+    keep: float = 0.25
+    tool_result_limit: int | None = None
+    summarize_with: Literal["extractive", "model"] = "extractive"
+    breakpoints: bool = True
+    cost_guard: float | None = 0.08
+    """A compaction rewrites the summary and the kept messages at the cache-write price,
+    where sending the request uncompacted would read its messages at the cache-read
+    price: it happens only when the rewritten messages are at most this fraction of
+    those read (Anthropic: $0.30 read / $3.75 write = 0.08), so the compacting turn
+    costs no more than the turn it replaces, and every later turn, being shorter with
+    the same prefix rules, costs no more either. ``keep`` is lowered for that when it
+    must; a request over ``window`` is compacted regardless. ``None``: no guard."""
+
+    def __post_init__(self) -> None:
+        if self.window <= 0:
+            raise ValueError(f"window must be positive, got {self.window}")
+        if not 0 < self.trigger <= 1:
+            raise ValueError(f"trigger must be in (0, 1], got {self.trigger}")
+        if not 0 < self.keep < self.trigger:
+            raise ValueError(f"keep must be in (0, trigger), got {self.keep}")
+        if self.tool_result_limit is not None and self.tool_result_limit < 64:
+            raise ValueError(f"tool_result_limit must be at least 64, got {self.tool_result_limit}")
+        if self.cost_guard is not None and not 0 < self.cost_guard <= 1:
+            raise ValueError(f"cost_guard must be in (0, 1], got {self.cost_guard}")
+        if self.summarize_with not in ("extractive", "model"):
+            raise ValueError(
+                f"summarize_with must be 'extractive' or 'model', got {self.summarize_with!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """What to send upstream for one request, and the conversation's state after it."""
+
+    body: dict[str, Any]
+    state: SessionState
+    compacted: bool
+    input_tokens: int
+    """Tokens of ``body`` by the gateway's counter."""
+    original_tokens: int
+    """Tokens of the client's request as sent."""
+
+
+def _digests(messages: Sequence[Any]) -> list[str]:
+    """``out[i]``: the chained digest of ``messages[:i]``."""
+    out = [""]
+    for message in messages:
+        out.append(content_digest(out[-1], message))
+    return out
+
+
+def _cut_text(text: str, limit: int, counter: TokenCounter) -> str:
+    """``text`` within about ``limit`` tokens: its head and tail around a note."""
+    if len(text) * 3 // 2 <= limit:  # no counter gives more than 1.5 tokens a character
+        return text
+    return _cut_counted(text, limit, counter)  # type: ignore[arg-type]  # counters hash by id
+
+
+@lru_cache(maxsize=4096)
+def _cut_counted(text: str, limit: int, counter: TokenCounter) -> str:
+    """The cut, once per content: an agent resends each long result every turn."""
+    total = counter.count_text(text)
+    if total <= limit:
+        return text
+    head = head_within(counter, text, limit * 2 // 3)
+    tail = tail_within(counter, text, limit // 3 - 16)
+    omitted = total - counter.count_text(head) - counter.count_text(tail)
+    return head + TRUNCATION_NOTE.format(omitted=omitted) + tail
+
+
+def _cut_part(part: Any, limit: int, counter: TokenCounter) -> Any:
+    if not isinstance(part, dict) or part.get("type") != "text":
+        return part
+    text = part.get("text")
+    if not isinstance(text, str):
+        return part
+    cut = _cut_text(text, limit, counter)
+    return part if cut is text else {**part, "text": cut}
+
+
+def _cut_result(block: Any, limit: int, counter: TokenCounter) -> Any:
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return block
+    content = block.get("content")
+    if isinstance(content, str):
+        cut = _cut_text(content, limit, counter)
+        return block if cut is content else {**block, "content": cut}
+    if isinstance(content, list):
+        parts = [_cut_part(p, limit, counter) for p in content]
+        if any(a is not b for a, b in zip(parts, content, strict=True)):
+            return {**block, "content": parts}
+    return block
+
+
+def _transformed(message: Any, policy: TransparentPolicy, counter: TokenCounter) -> Any:
+    """``message`` as forwarded: a pure function of its content (same bytes each turn)."""
+    limit = policy.tool_result_limit
+    content = message.get("content") if isinstance(message, dict) else None
+    if limit is None or not isinstance(content, list):
+        return message
+    blocks = [_cut_result(b, limit, counter) for b in content]
+    if all(a is b for a, b in zip(blocks, content, strict=True)):
+        return message
+    return {**message, "content": blocks}
+
+
+def _summary_message(summary: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": SUMMARY_PREFIX + summary}]}
+
+
+def _messages(
+    client: Sequence[Any], state: SessionState, policy: TransparentPolicy, counter: TokenCounter
+) -> list[Any]:
+    tail = [_transformed(m, policy, counter) for m in client[state.cut :]]
+    return [_summary_message(state.summary), *tail] if state.summary is not None else tail
+
+
+def _continued(state: SessionState, digests: Sequence[str]) -> SessionState:
+    """``state`` if the history still starts with what it summarized, else a new state."""
+    if state.cut < len(digests) and digests[state.cut] == state.cut_digest:
+        return state
+    return SessionState()
+
+
+def view(
+    body: dict[str, Any],
+    state: SessionState,
+    policy: TransparentPolicy,
+    counter: TokenCounter,
+) -> dict[str, Any]:
+    """The body that would be forwarded with ``state``, no compaction run (what
+    ``count_tokens`` counts)."""
+    client = body.get("messages") or []
+    state = _continued(state, _digests(client))
+    return {**body, "messages": _messages(client, state, policy, counter)}
+
+
+def _new_cut(client: Sequence[Any], state: SessionState, budget: int, tally: Tally) -> int | None:
+    """Where the kept messages start after a compaction: the earliest assistant message
+    after ``state.cut`` from which the rest fits ``budget``, else the latest one (the
+    newest turn is always kept); ``None`` when there is nothing to summarize."""
+    candidates = [
+        k
+        for k in range(state.cut + 1, len(client))
+        if isinstance(client[k], dict) and client[k].get("role") == "assistant"
+    ]
+    if not candidates:
+        return None
+    sizes = [tally.measure(m) for m in client]
+    suffix = [0] * (len(client) + 1)
+    for i in range(len(client) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + sizes[i]
+    for k in candidates:
+        if suffix[k] <= budget:
+            return k
+    return candidates[-1]
+
+
+async def _summarize(messages: Sequence[Any], previous: str | None, summarizer: Summarizer) -> str:
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    shown = [_summary_message(previous), *messages] if previous is not None else list(messages)
+    request = SummaryRequest(
+        messages=[message_of(m) for m in shown],
+        previous=None,
+        instructions=safe_format(DEFAULT_COMPRESSION_PROMPT, {"current_time": now}),
+        hints=(),
+        schema=SummarySchema.model_json_schema(),
+    )
+    result = await summarizer.summarize(request)
+    return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields)
+
+
+async def _compacted(
+    client: Sequence[Any],
+    digests: Sequence[str],
+    state: SessionState,
+    policy: TransparentPolicy,
+    forwarded: Sequence[Any],
+    tokens: int,
+    tally: Tally,
+    summarizer: Summarizer,
+) -> SessionState | None:
+    """The state after a compaction of the request whose messages are ``forwarded``
+    (``tokens`` in all, counted by ``tally``), or
+    ``None`` when it should not happen (nothing to summarize, the summarizer failed, or
+    the cost guard refused and the request still fits the window)."""
+    before = sum(tally.measure(m) for m in forwarded)  # read again if not compacted
+    budget = int(policy.keep * policy.window)
+    for _ in range(2):
+        cut = _new_cut(client, state, budget, tally)
+        if cut is None:
+            return None
+        try:
+            summary = await _summarize(
+                [_transformed(m, policy, tally.counter) for m in client[state.cut : cut]],
+                state.summary,
+                summarizer,
+            )
+        except Exception as exc:  # fail open: forward uncompacted, state unchanged
+            logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
+            return None
+        done = SessionState(
+            cut=cut, cut_digest=digests[cut], summary=summary, compactions=state.compactions + 1
+        )
+        head = tally.measure(_summary_message(summary))
+        after = head + sum(tally.measure(m) for m in client[cut:])
+        if policy.cost_guard is None or after <= policy.cost_guard * before:
+            return done
+        budget = int(policy.cost_guard * before) - head
+        if budget <= 0:
+            break
+    return done if tokens > policy.window else None
+
+
+async def forward(
+    body: dict[str, Any],
+    state: SessionState,
+    policy: TransparentPolicy,
+    *,
+    counter: TokenCounter,
+    summarizer: Summarizer,
+    counts: CountCache | None = None,
+) -> Forwarded:
+    """What to forward for ``body`` given the conversation's ``state`` (see the module
+    docstring); compacts when the trigger is passed. A request that does not continue a
+    compacted state is forwarded as a new conversation, and the state is kept unless
+    that request compacts itself. A summarizer that fails leaves the
+    state as it was (the request is forwarded uncompacted: fail open)."""
+    client = body.get("messages")
+    if not isinstance(client, list):
+        raise ValueError("messages: expected a list of messages")
+    digests = _digests(client)
+    kept = state
+    state = _continued(state, digests)
+    diverged = state is not kept and kept.summary is not None
+    original = Tally(counter, body, counts).total
+    out = {**body, "messages": _messages(client, state, policy, counter)}
+    tally = Tally(counter, out, counts)
+    tokens = tally.total
+    compacted = False
+    if tokens > policy.trigger * policy.window:
+        done = await _compacted(
+            client, digests, state, policy, out["messages"], tokens, tally, summarizer
+        )
+        if done is not None:
+            state = done
+            out = {**body, "messages": _messages(client, state, policy, counter)}
+            tokens = Tally(counter, out, counts).total
+            compacted = True
+    previous_end: int | None = None
+    seen = state.seen
+    if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
+        previous_end = state.seen - state.cut - 1 + (state.summary is not None)
+    if policy.breakpoints:
+        out = place_breakpoints(out, previous_end=previous_end)
+    state = SessionState(
+        cut=state.cut,
+        cut_digest=state.cut_digest,
+        summary=state.summary,
+        compactions=state.compactions,
+        seen=len(client),
+        seen_digest=digests[-1],
+    )
+    if diverged and not compacted:
+        # A side request under the same key (a probe, a rewind before the summary's end):
+        # forwarded on its own, the conversation's compaction kept for its next turn.
+        state = kept
+    return Forwarded(out, state, compacted, tokens, original)

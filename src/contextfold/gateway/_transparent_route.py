@@ -1,0 +1,78 @@
+"""Transparent mode on a route: which requests it takes, their session, their state.
+
+A request "asks for nothing" when it carries no ``context_management``, or only
+``clear_thinking_20251015`` with ``keep: "all"`` (a no-op Claude Code sends whenever
+thinking is on). Such requests get the route's :class:`TransparentPolicy`; a request that
+asks for edits or compaction gets exactly what it asked for, and nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from ..workspace import SessionStore
+from ._sessions import SessionStates, session_key
+from ._transparent import TransparentPolicy
+
+__all__ = ["TransparentMode", "asks_for_nothing", "mode_of"]
+
+MESSAGES_ROUTE = "/v1/messages"
+
+
+@dataclass
+class TransparentMode:
+    """The policy of each route in transparent mode, and every conversation's state."""
+
+    policies: Mapping[str, TransparentPolicy]
+    states: SessionStates = field(default_factory=SessionStates)
+
+    @classmethod
+    def of(
+        cls,
+        transparent: TransparentPolicy | Mapping[str, TransparentPolicy],
+        store: SessionStore | None,
+    ) -> TransparentMode:
+        """``transparent`` as one policy (for ``/v1/messages``) or by route."""
+        policies = (
+            {MESSAGES_ROUTE: transparent}
+            if isinstance(transparent, TransparentPolicy)
+            else dict(transparent)
+        )
+        unknown = sorted(set(policies) - {MESSAGES_ROUTE})
+        if unknown:
+            raise ValueError(f"transparent mode is not available on {unknown}")
+        return cls(policies, SessionStates(store))
+
+    def key(self, request: Request, body: Mapping[str, Any]) -> str:
+        """The conversation ``request`` belongs to."""
+        return session_key(request.headers, body)
+
+
+def mode_of(
+    request: Request, route: str = MESSAGES_ROUTE
+) -> tuple[TransparentMode, TransparentPolicy] | None:
+    """The app's transparent mode and the route's policy, when it has one."""
+    mode: TransparentMode | None = getattr(request.app.state, "transparent", None)
+    if mode is None or route not in mode.policies:
+        return None
+    return mode, mode.policies[route]
+
+
+def _keeps_all(edit: Any) -> bool:
+    if not isinstance(edit, dict) or edit.get("type") != "clear_thinking_20251015":
+        return False
+    keep = edit.get("keep")
+    return keep == "all" or (isinstance(keep, dict) and keep.get("type") == "all")
+
+
+def asks_for_nothing(body: Mapping[str, Any]) -> bool:
+    """Whether the request leaves context management to the gateway (see the docstring)."""
+    field_ = body.get("context_management")
+    if field_ is None:
+        return True
+    edits = field_.get("edits") if isinstance(field_, dict) else None
+    return isinstance(edits, list) and all(_keeps_all(e) for e in edits)
