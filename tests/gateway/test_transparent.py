@@ -686,3 +686,27 @@ def test_a_compacted_streamed_turn_keeps_the_event_order_and_is_counted(
     ]
     assert compactions
     assert float(compactions[0].split()[-1]) >= 1
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_a_transparent_failure_fails_open_or_closed_as_configured(
+    upstream: ScriptedUpstream, fail_closed: bool
+) -> None:
+    from contextfold.token import AnthropicEstimator
+
+    class Broken(AnthropicEstimator):
+        def count_message(self, msg: Any) -> int:
+            raise RuntimeError("counter down")
+
+    conversation = Conversation("Fix the build.")
+    conversation.step()
+    config = {"fail_closed": fail_closed}
+    with transparent_gateway(upstream, config=config, counter=Broken()) as url:
+        if fail_closed:
+            with pytest.raises(anthropic.InternalServerError):
+                conversation.send(url)
+            assert upstream.received == []
+        else:
+            upstream.then_json(message("ok"))
+            conversation.send(url)
+            assert plain(upstream.received[0].json()["messages"]) == plain(conversation.history)
