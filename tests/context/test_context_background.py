@@ -20,6 +20,7 @@ from contextfold.context import (
     ExtractiveSummarizer,
     SummaryRequest,
     SummaryResult,
+    SystemClock,
 )
 from contextfold.message import Msg, check_openai_valid
 from contextfold.model import ScriptedModel
@@ -257,13 +258,20 @@ def test_the_start_mark_must_lie_between_reserve_and_trigger(start: float) -> No
         )
 
 
-def test_the_next_summary_starts_early_enough_for_its_latency(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class StoppedClock(SystemClock):
+    """A clock the test sets."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        return self.time
+
+
+def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
     from contextfold.context import _prefetch
 
-    clock = [0.0]
-    monkeypatch.setattr(_prefetch.time, "monotonic", lambda: clock[0])
+    clock = StoppedClock()
     config = ContextConfig(
         trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=0.6)
     )
@@ -272,11 +280,11 @@ def test_the_next_summary_starts_early_enough_for_its_latency(
         pass
 
     def run(latency: float | None, usage: list[int]) -> list[bool]:
-        prefetch = _prefetch.Prefetch(emit)
+        prefetch = _prefetch.Prefetch(emit, clock)
         prefetch.latency = latency
         found = []
         for second, tokens in enumerate(usage):
-            clock[0] = float(second)
+            clock.time = float(second)
             found.append(prefetch.due(tokens, config, 10_000, 8000))
         return found
 
@@ -319,3 +327,30 @@ def test_a_summary_prepared_on_an_event_loop_that_ended_is_dropped() -> None:
     found = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
     assert found[-1].phase == "discarded"
     assert found[-1].reason == "its event loop ended"
+
+
+def test_a_summary_dropped_because_its_loop_ended_is_reported_when_the_next_starts() -> None:
+    # The next one is started before any trigger: the dropped one still gets its event,
+    # so the events and ``background.discarded`` tell the same count.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+
+    async def first() -> int:
+        i = await until_over_start(engine)
+        await engine.prepare(SYSTEM)
+        await asyncio.sleep(0)
+        return i
+
+    i = asyncio.run(first())
+
+    async def second() -> None:
+        held.release = asyncio.Event()  # the old one belongs to the ended loop
+        await step(engine, i)
+        assert engine.usage(SYSTEM).total <= 0.8 * SIZE
+        await engine.prepare(SYSTEM)  # past the start mark: drops the old, starts anew
+
+    asyncio.run(second())
+    found = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
+    assert [e.phase for e in found] == ["started", "discarded", "started"]
+    assert found[1].reason == "its event loop ended"
+    assert engine.background.discarded == 1

@@ -12,13 +12,13 @@ since kept after it. At most one is in flight per engine; every phase is an even
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Literal
 
 from .._logging import logger
 from ..message import Msg
+from ._clock import Clock, SystemClock
 from ._compaction import Outcome
 from ._config import ContextConfig
 from ._plan import CompactionPlan
@@ -49,8 +49,12 @@ class Prepared:
 class Prefetch:
     """At most one background compaction of one engine, from start to commit or discard."""
 
-    def __init__(self, emit: Callable[[ContextEvent], Awaitable[None]]) -> None:
+    def __init__(
+        self, emit: Callable[[ContextEvent], Awaitable[None]], clock: Clock | None = None
+    ) -> None:
         self._emit = emit
+        self.clock: Clock = clock or SystemClock()
+        """Where the time is read (growth rate, latency, waits) and the task waited for."""
         self._task: asyncio.Task[Prepared | None] | None = None
         self._cause: Literal["usage", "idle"] = "usage"
         self._started = 0.0
@@ -82,7 +86,7 @@ class Prefetch:
             return False
         start = int(config.background.start_ratio * size)
         floor = int((config.background.start_ratio + config.reserve_ratio) / 2 * size)
-        now = time.monotonic()
+        now = self.clock.now()
         if self._seen is not None and now > self._seen[0] and tokens > self._seen[1]:
             rate = (tokens - self._seen[1]) / (now - self._seen[0])
             self._rate = rate if self._rate is None else (self._rate + rate) / 2
@@ -93,7 +97,7 @@ class Prefetch:
             return False
         return (trigger - tokens) / self._rate < 1.5 * self.latency
 
-    def start(
+    async def start(
         self,
         key: Hashable,
         job: Callable[[], Awaitable[Prepared | None]],
@@ -104,12 +108,13 @@ class Prefetch:
         for ``key`` (the state it would start from) and found nothing or failed."""
         if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
             self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
-            self.discarded += 1
+            self._tried = None  # it never finished: the same state may be prepared again
+            await self._dropped("its event loop ended")
         if self._task is not None or key == self._tried:
             return
         self._tried = key
         self._cause = cause
-        self._started = time.monotonic()
+        self._started = self.clock.now()
         self._task = asyncio.get_running_loop().create_task(self._run(job))
 
     async def _run(self, job: Callable[[], Awaitable[Prepared | None]]) -> Prepared | None:
@@ -143,10 +148,10 @@ class Prefetch:
             self._task = None
             await self._dropped("its event loop ended")
             return None
-        began = time.monotonic()
-        prepared = await asyncio.shield(task)
+        began = self.clock.now()
+        prepared = await self.clock.wait(task)
         self._task = None
-        waited = time.monotonic() - began
+        waited = self.clock.now() - began
         if prepared is None:
             return None
         if not applies(prepared):
@@ -166,7 +171,7 @@ class Prefetch:
         if task is None or task.get_loop() is not asyncio.get_running_loop():
             return False
         try:
-            prepared = await asyncio.shield(task)
+            prepared = await self.clock.wait(task)
         except asyncio.CancelledError:
             if task.cancelled():  # discarded meanwhile; the caller itself goes on
                 return False
@@ -198,4 +203,4 @@ class Prefetch:
         )
 
     def _age(self) -> float:
-        return time.monotonic() - self._started
+        return self.clock.now() - self._started
