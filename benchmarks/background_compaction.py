@@ -140,7 +140,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def replay_rows(summary_s: float, limit: int | None) -> list[dict[str, Any]]:
+async def replay_rows(
+    summary_s: float, limit: int | None, background_config: BackgroundConfig
+) -> list[dict[str, Any]]:
     """The SWE-bench runs replayed blocking and in the background: timing, cost, grades."""
     from contextfold.replay import ReplayTiming, RequestDump, load_trajectory, replay_runs
 
@@ -155,7 +157,7 @@ async def replay_rows(summary_s: float, limit: int | None) -> list[dict[str, Any
     with tempfile.TemporaryDirectory(prefix="background-replay-") as tmp:
         for background in (False, True):
             name = "background" if background else "blocking"
-            config = ContextConfig(background=BackgroundConfig() if background else None)
+            config = ContextConfig(background=background_config if background else None)
             dump = RequestDump(Path(tmp) / name)
             result = await replay_runs(
                 runs,
@@ -186,6 +188,8 @@ async def replay_rows(summary_s: float, limit: int | None) -> list[dict[str, Any
                     "reasons": t.discard_reasons,
                     "mean_tokens": t.mean_tokens,
                     "dollars": t.cost.dollars,
+                    "written": t.cost.write,
+                    "read": t.cost.read,
                     "summary_dollars": t.cost.summary_dollars,
                     "retention": {k: graded.retention.kept_rate(k) for k in RETENTION_KINDS},
                     "needed": {k: graded.coverage.rate(k) for k in NEEDED_KINDS},
@@ -245,9 +249,12 @@ async def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="replay at most N runs")
     parser.add_argument("--cost-tolerance", type=float, default=0.05)
     parser.add_argument("--retention-tolerance", type=float, default=0.01)
+    parser.add_argument("--wait-ratio", type=float, default=BackgroundConfig().wait_ratio)
     args = parser.parse_args()
     if args.replay:
-        rows = await replay_rows(args.summary, args.limit)
+        rows = await replay_rows(
+            args.summary, args.limit, BackgroundConfig(wait_ratio=args.wait_ratio)
+        )
         print_replay(rows, args.summary, args.cost_tolerance, args.retention_tolerance)
         return
     print(
@@ -264,7 +271,9 @@ async def main() -> None:
         r = await run(args.steps, args.step, args.summary, background)
         w = r["waits"]
         med, p95 = (statistics.median(w) if w else 0.0), _pct(w, 0.95)
-        name = "background (start 0.6)" if background else "blocking (at the trigger)"
+        name = "background (adaptive start, wait at 0.9)"
+        if not background:
+            name = "blocking (at the trigger)"
         print(
             f"| {name} | {len(w)} | {med:.2f} s | {p95:.2f} s | "
             f"{med / args.summary:.0%}, {p95 / args.summary:.0%} | {r['prepared']} | "

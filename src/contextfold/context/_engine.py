@@ -227,9 +227,14 @@ class ContextEngine:
         async with self._lock:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
-            if usage.total <= self._accounts.trigger(self.config):
-                trigger = self._accounts.trigger(self.config)
-                if self.background.due(usage.total, self.config, self.context_size, trigger):
+            trigger = self._accounts.trigger(self.config)
+            background = self.config.background
+            deadline = trigger
+            if background is not None:
+                self.background.observe(usage.total)
+                deadline = max(trigger, int(background.wait_ratio * self.context_size))
+            if usage.total <= trigger or self.background.defers(usage.total, deadline):
+                if self.background.due(usage.total, self.config, self.context_size, deadline):
                     prefix = self._input(system_prompt, tools, usage)
                     key = (self._start, id(self._layer), self.compressions)
                     await self.background.start(key, lambda: self._prepare_early(prefix))

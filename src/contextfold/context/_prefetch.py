@@ -12,6 +12,7 @@ since kept after it. At most one is in flight per engine; every phase is an even
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Literal
@@ -25,6 +26,11 @@ from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
 __all__ = ["Prefetch", "Prepared"]
+
+_MARGIN = 1.25
+"""How many of the last summary's latencies ahead of the deadline the next one starts."""
+_STEPS_SEEN = 5
+"""Steps whose growth :attr:`Prefetch.step` is the largest of."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Prefetch:
         self._tried: Hashable = None
         self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
         self._rate: float | None = None  # tokens per second the context grows by
+        self._growths: deque[int] = deque(maxlen=_STEPS_SEEN)  # per step, the last few
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
@@ -78,24 +85,45 @@ class Prefetch:
         """Whether one ran to its end and waits to be taken (or to be found stale)."""
         return self._task is not None and self._task.done()
 
-    def due(self, tokens: int, config: ContextConfig, size: int, trigger: int) -> bool:
-        """Whether a compaction should be prepared at ``tokens`` of usage: past the start
-        mark; or past halfway between reserve and start mark when, at the rate usage has
-        been growing, the trigger would come before a summary as long as the last one."""
+    def observe(self, tokens: int) -> None:
+        """Note the usage at a step: how fast it grows, and by how much a step."""
+        now = self.clock.now()
+        if self._seen is not None and tokens > self._seen[1]:
+            growth = tokens - self._seen[1]
+            self._growths.append(growth)
+            if now > self._seen[0]:
+                rate = growth / (now - self._seen[0])
+                self._rate = rate if self._rate is None else (self._rate + rate) / 2
+        self._seen = (now, tokens)
+
+    @property
+    def step(self) -> int:
+        """The largest growth of usage from one step to the next, of the last few."""
+        return max(self._growths, default=0)
+
+    def due(self, tokens: int, config: ContextConfig, size: int, deadline: int) -> bool:
+        """Whether a compaction should be prepared at ``tokens`` of usage (see
+        :meth:`observe`). Until a summary's latency is known: past the start mark. Then as
+        late as it can be (the later the snapshot, the more it folds): once, at the rate
+        usage grows, ``deadline`` (where the agent would wait for it) would come within
+        ``_MARGIN`` times that latency plus one step; never below halfway between reserve
+        and start mark."""
         if config.background is None:
             return False
         start = int(config.background.start_ratio * size)
+        if self.latency is None or self._rate is None:
+            return tokens > start
         floor = int((config.background.start_ratio + config.reserve_ratio) / 2 * size)
-        now = self.clock.now()
-        if self._seen is not None and now > self._seen[0] and tokens > self._seen[1]:
-            rate = (tokens - self._seen[1]) / (now - self._seen[0])
-            self._rate = rate if self._rate is None else (self._rate + rate) / 2
-        self._seen = (now, tokens)
-        if tokens > start:
-            return True
-        if tokens <= floor or self._rate is None or self.latency is None:
+        if tokens <= floor:
             return False
-        return (trigger - tokens) / self._rate < 1.5 * self.latency
+        return deadline - tokens < _MARGIN * self._rate * self.latency + self.step
+
+    def defers(self, tokens: int, limit: int) -> bool:
+        """Whether the agent, past the trigger, goes on without waiting: one is in flight
+        and not ready, and usage plus a step's growth (:attr:`step`) stays within
+        ``limit``."""
+        task = self._task
+        return task is not None and not task.done() and tokens + self.step <= limit
 
     async def start(
         self,
