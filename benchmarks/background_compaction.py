@@ -100,7 +100,13 @@ def waits(events: list[ContextEvent]) -> tuple[list[float], int, int]:
     return found, prepared, discarded
 
 
-async def run(steps: int, step_s: float, summary_s: float, background: bool) -> dict[str, Any]:
+async def run(
+    steps: int,
+    step_s: float,
+    summary_s: float,
+    background: bool,
+    background_config: BackgroundConfig | None = None,
+) -> dict[str, Any]:
     async def agent_reply(request: ScriptedRequest) -> Any:
         await asyncio.sleep(step_s)
         made = sum(len(m.tool_calls) for m in request.messages)
@@ -113,7 +119,9 @@ async def run(steps: int, step_s: float, summary_s: float, background: bool) -> 
         return FIELDS
 
     recorder = Recorder()
-    config = ContextConfig(background=BackgroundConfig() if background else None)
+    config = ContextConfig(
+        background=(background_config or BackgroundConfig()) if background else None
+    )
     agent = Agent(
         name="bench",
         system_prompt="Read the logs one by one and report the errors.",
@@ -268,10 +276,11 @@ async def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for background in (False, True):
-        r = await run(args.steps, args.step, args.summary, background)
+        chosen = BackgroundConfig(wait_ratio=args.wait_ratio)
+        r = await run(args.steps, args.step, args.summary, background, chosen)
         w = r["waits"]
         med, p95 = (statistics.median(w) if w else 0.0), _pct(w, 0.95)
-        name = "background (adaptive start, wait at 0.9)"
+        name = f"background (adaptive start, wait at {args.wait_ratio:g})"
         if not background:
             name = "blocking (at the trigger)"
         print(
