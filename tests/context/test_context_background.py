@@ -20,6 +20,7 @@ from contextfold.context import (
     ExtractiveSummarizer,
     SummaryRequest,
     SummaryResult,
+    SystemClock,
 )
 from contextfold.message import Msg, check_openai_valid
 from contextfold.model import ScriptedModel
@@ -257,13 +258,20 @@ def test_the_start_mark_must_lie_between_reserve_and_trigger(start: float) -> No
         )
 
 
-def test_the_next_summary_starts_early_enough_for_its_latency(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class StoppedClock(SystemClock):
+    """A clock the test sets."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        return self.time
+
+
+def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
     from contextfold.context import _prefetch
 
-    clock = [0.0]
-    monkeypatch.setattr(_prefetch.time, "monotonic", lambda: clock[0])
+    clock = StoppedClock()
     config = ContextConfig(
         trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=0.6)
     )
@@ -272,11 +280,12 @@ def test_the_next_summary_starts_early_enough_for_its_latency(
         pass
 
     def run(latency: float | None, usage: list[int]) -> list[bool]:
-        prefetch = _prefetch.Prefetch(emit)
+        prefetch = _prefetch.Prefetch(emit, clock)
         prefetch.latency = latency
         found = []
         for second, tokens in enumerate(usage):
-            clock[0] = float(second)
+            clock.time = float(second)
+            prefetch.observe(tokens)
             found.append(prefetch.due(tokens, config, 10_000, 8000))
         return found
 
@@ -289,6 +298,45 @@ def test_the_next_summary_starts_early_enough_for_its_latency(
     assert run(None, [*growing, 6100]) == [False, False, False, False, True]
     # Never below halfway between reserve and start mark (3,500), however slow.
     assert run(1000.0, [2000, 3000, 3400, 3600]) == [False, False, False, True]
+    # A fast summary and slow growth: past the start mark is too early (the later the
+    # snapshot, the more it folds); it starts once 8,000 comes within 1.25 x 1 s at the
+    # growth rate plus the largest step (1,500 tokens at 7,700).
+    assert run(1.0, [5000, 5100, 6100, 6200, 7700]) == [False, False, False, False, True]
+
+
+async def test_past_the_trigger_the_agent_goes_on_until_the_wait_mark() -> None:
+    # The trigger's headroom is for a compaction call; one is in flight already, so the
+    # agent waits only once usage plus a step would pass wait_ratio (0.9) of the window.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i, tokens=40)
+        i += 1
+        if engine.usage(SYSTEM).total <= 0.8 * SIZE:
+            await engine.prepare(SYSTEM)
+    went_on = 0
+    while engine.usage(SYSTEM).total + engine.background.step <= 0.9 * SIZE:
+        model_input = await asyncio.wait_for(engine.prepare(SYSTEM), timeout=5)
+        assert model_input.summary is None  # the full context, over the trigger
+        assert model_input.usage.total > 0.8 * SIZE
+        went_on += 1
+        await step(engine, i, tokens=40)
+        i += 1
+    assert went_on >= 2
+    assert held.calls == 1
+    assert compressions(events) == []
+    waiting = asyncio.create_task(engine.prepare(SYSTEM))
+    await asyncio.sleep(0.02)
+    assert not waiting.done()  # now it waits for the summary
+    held.release.set()
+    model_input = await waiting
+    assert model_input.summary is not None
+    assert phases(events) == ["started", "ready", "applied"]
+    assert model_input.usage.total <= 0.8 * SIZE
 
 
 def test_a_summary_prepared_on_an_event_loop_that_ended_is_dropped() -> None:
@@ -319,3 +367,30 @@ def test_a_summary_prepared_on_an_event_loop_that_ended_is_dropped() -> None:
     found = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
     assert found[-1].phase == "discarded"
     assert found[-1].reason == "its event loop ended"
+
+
+def test_a_summary_dropped_because_its_loop_ended_is_reported_when_the_next_starts() -> None:
+    # The next one is started before any trigger: the dropped one still gets its event,
+    # so the events and ``background.discarded`` tell the same count.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+
+    async def first() -> int:
+        i = await until_over_start(engine)
+        await engine.prepare(SYSTEM)
+        await asyncio.sleep(0)
+        return i
+
+    i = asyncio.run(first())
+
+    async def second() -> None:
+        held.release = asyncio.Event()  # the old one belongs to the ended loop
+        await step(engine, i)
+        assert engine.usage(SYSTEM).total <= 0.8 * SIZE
+        await engine.prepare(SYSTEM)  # past the start mark: drops the old, starts anew
+
+    asyncio.run(second())
+    found = [e for e in events if isinstance(e, BackgroundCompactionEvent)]
+    assert [e.phase for e in found] == ["started", "discarded", "started"]
+    assert found[1].reason == "its event loop ended"
+    assert engine.background.discarded == 1

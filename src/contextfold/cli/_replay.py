@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ from rich.table import Table
 from .._exceptions import ContextfoldError, MessageFormatError, MissingDependencyError
 from ..context import (
     MIN_TOOL_RESULT_LIMIT,
+    BackgroundConfig,
     ContextConfig,
     Redactor,
     Summarizer,
@@ -25,6 +27,7 @@ from ..replay import (
     CacheKind,
     ReadLimits,
     ReplayResult,
+    ReplayTiming,
     RequestDump,
     RunCost,
     RunResult,
@@ -208,6 +211,36 @@ def replay(
         int,
         typer.Option("--max-depth", min=1, help="Refuse JSON nested deeper than this."),
     ] = ReadLimits.max_depth,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Prepare each summary in the background (ContextConfig(background="
+            "BackgroundConfig())) and time the run on a simulated clock: report per run the "
+            "summaries prepared, applied and discarded (and why), and the agent's wait per "
+            "compaction.",
+        ),
+    ] = False,
+    summary_latency: Annotated[
+        float | None,
+        typer.Option(
+            "--summary-latency",
+            min=0,
+            help="Time the run (simulated clock): each summarizer call takes this many "
+            "seconds [default with --background: 5].",
+            show_default=False,
+        ),
+    ] = None,
+    step_latency: Annotated[
+        float | None,
+        typer.Option(
+            "--step-latency",
+            min=0,
+            help="Time the run: seconds from one recorded call to the next where the "
+            "recording has no timestamps [default when timed: 5].",
+            show_default=False,
+        ),
+    ] = None,
     redact: Annotated[
         bool,
         typer.Option(
@@ -234,7 +267,18 @@ def replay(
         settings["tool_result_limit"] = tool_result_limit
     if redact:
         settings["redact"] = redact_credentials
+    if background:
+        settings["background"] = BackgroundConfig()
     config = ContextConfig(**settings)
+    timing = None
+    if background or summary_latency is not None or step_latency is not None:
+        defaults = ReplayTiming()
+        timing = ReplayTiming(
+            summary_latency_s=defaults.summary_latency_s
+            if summary_latency is None
+            else summary_latency,
+            step_latency_s=defaults.step_latency_s if step_latency is None else step_latency,
+        )
     counter = counter_for_model(tokenizer)
     model = _summarizer(summarizer, base_url)
     dump = _dump(dump_requests, dump_format)
@@ -270,11 +314,14 @@ def replay(
             err,
             dump,
             pricing,
+            timing,
         )
     )
     if not quiet:
         out.print(_runs_table(result))
     out.print(_totals_table(result))
+    if timing is not None:
+        out.print(_timing_table(result, per_run=not quiet))
     failed = _write_outputs(result, report, json_out, config.redact, out, err)
     fallbacks = result.totals.compression_fallbacks
     if fallbacks:
@@ -299,6 +346,7 @@ async def _run(
     err: Console,
     dump: RequestDump | None,
     cost: tuple[CacheKind, dict[str, dict[str, Any]]],
+    timing: ReplayTiming | None,
 ) -> ReplayResult:
     workspace: BaseWorkspace | None = None
     if workdir is not None:
@@ -335,6 +383,7 @@ async def _run(
             dump=dump,
             cache=cost[0],
             prices=cost[1],
+            timing=timing,
         )
 
 
@@ -415,6 +464,57 @@ def _totals_table(result: ReplayResult) -> Table:
             f"(cache read {_pct(c.cache_read_share)}; a perfect prefix cache would read "
             f"{_pct(c.ceiling_share)}), output {c.output:,}"
         )
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f} s"
+
+
+def _reasons(reasons: dict[str, int]) -> str:
+    return ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "–"
+
+
+def _timing_table(result: ReplayResult, *, per_run: bool) -> Table:
+    """Summaries prepared in the background and the agent's waits, on the simulated clock."""
+    t = result.totals
+    latency = next((r.timing.summary_latency_s for r in result.runs if r.timing), 0.0)
+    table = Table(
+        title=f"Compaction timing (simulated clock, summary {latency:g} s per call)",
+        caption="prepared/applied/discarded: summaries written in the background; wait: "
+        "seconds the agent stood still per automatic compaction",
+    )
+    for name in ("run", "timed by", "prepared", "applied", "discarded", "why discarded"):
+        table.add_column(name, justify="left" if name in ("run", "why discarded") else "right")
+    table.add_column("compactions", justify="right")
+    table.add_column("wait median", justify="right")
+    table.add_column("wait p95", justify="right")
+    for r in result.runs if per_run else []:
+        if r.timing is None:
+            continue
+        why = Counter(p.reason or "" for p in r.timing.prepared if p.outcome == "discarded")
+        table.add_row(
+            r.run_id,
+            r.timing.steps_timed,
+            str(len(r.timing.prepared)),
+            str(r.timing.applied),
+            str(r.timing.discarded),
+            _reasons(dict(why)),
+            str(len(r.timing.waits)),
+            _seconds(r.timing.wait_median_s),
+            _seconds(r.timing.wait_p95_s),
+        )
+    table.add_row(
+        "[bold]total[/]",
+        "",
+        str(t.prepared),
+        str(t.applied),
+        str(t.discarded),
+        _reasons(t.discard_reasons),
+        str(t.waits),
+        _seconds(t.wait_median_s),
+        _seconds(t.wait_p95_s),
+    )
     return table
 
 

@@ -20,6 +20,7 @@ Modules, one job each: ``_config`` (every knob), ``_types`` (model input, usage,
 ``_redact`` (the redaction hook applied to what leaves the context).
 """
 
+from ._clock import Clock, SystemClock
 from ._compaction import CompactionTier, CutKeptTier, Execution, MaskTier, Outcome, SummaryTier
 from ._config import (
     DEFAULT_COMPRESSION_PROMPT,
@@ -93,6 +94,7 @@ __all__ = [
     "ArtifactLedger",
     "BackgroundCompactionEvent",
     "BackgroundConfig",
+    "Clock",
     "CompactionPlan",
     "CompactionTier",
     "CompressionEvent",
@@ -127,6 +129,7 @@ __all__ = [
     "SummaryResult",
     "SummarySchema",
     "SummaryTier",
+    "SystemClock",
     "ToolResultTruncator",
     "TruncationEvent",
     "UsageHintEvent",

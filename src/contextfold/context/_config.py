@@ -155,11 +155,19 @@ class BackgroundConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start_ratio: float = Field(default=0.6, gt=0, lt=1)
-    """Usage at which the background summary starts at the latest; between
-    ``reserve_ratio`` and ``trigger_ratio``. Once a summary has been prepared, the next one
-    starts earlier (never below halfway between ``reserve_ratio`` and this mark) when, at
-    the rate the context has been growing, the trigger would come before a summary as long
-    as the last one could be written."""
+    """Usage at which the first background summary starts; between ``reserve_ratio`` and
+    ``trigger_ratio``. Once a summary's latency is known, the next one starts as late as
+    it can and still be ready in time: when, at the rate the context grows, the point
+    where the agent would wait for it (``wait_ratio``) comes within 1.25 times that
+    latency plus one step's growth; never below halfway between ``reserve_ratio`` and this
+    mark. The later the snapshot, the more a summary folds."""
+
+    wait_ratio: float = Field(default=0.9, gt=0, le=0.95)
+    """Past the trigger, while a summary is being prepared, the agent goes on from the full
+    context as long as usage plus its largest recent growth per step stays within this
+    share of the window; only then does it wait for the summary. The room above the
+    trigger is kept for a compaction call; with one already in flight it is not needed.
+    At or below ``trigger_ratio``: wait at the trigger."""
 
     idle: bool = True
     """Between turns, when the next turn would likely cross the trigger (the context plus

@@ -22,6 +22,7 @@ from ..message import HintBlock, Msg, ToolSpec
 from ..token import TokenCounter
 from ..workspace import Offloader
 from ._accounting import Accounts
+from ._clock import Clock
 from ._compaction import CompactionTier, Execution, Outcome, default_tiers
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
 from ._extractive import ExtractiveSummarizer
@@ -85,6 +86,7 @@ class ContextEngine:
         compression_hook: CompressionHook | None = None,
         tiers: Sequence[CompactionTier] | None = None,
         readback: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         if context_size <= 0:
             raise ValueError(f"context_size must be positive, got {context_size}")
@@ -114,8 +116,9 @@ class ContextEngine:
         self._offload = SessionOffload(self)
         self._lock = asyncio.Lock()
         self._last_sent: ModelInput | None = None  # the last input built (without a note)
-        self.background = Prefetch(self._emit)
-        """The compaction prepared in the background (``ContextConfig.background``)."""
+        self.background = Prefetch(self._emit, clock)
+        """The compaction prepared in the background (``ContextConfig.background``), timed
+        by ``clock`` (the system's; a replay passes a simulated one)."""
 
     @property
     def summary(self) -> Msg | None:
@@ -224,12 +227,17 @@ class ContextEngine:
         async with self._lock:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
-            if usage.total <= self._accounts.trigger(self.config):
-                trigger = self._accounts.trigger(self.config)
-                if self.background.due(usage.total, self.config, self.context_size, trigger):
+            trigger = self._accounts.trigger(self.config)
+            background = self.config.background
+            deadline = trigger
+            if background is not None:
+                self.background.observe(usage.total)
+                deadline = max(trigger, int(background.wait_ratio * self.context_size))
+            if usage.total <= trigger or self.background.defers(usage.total, deadline):
+                if self.background.due(usage.total, self.config, self.context_size, deadline):
                     prefix = self._input(system_prompt, tools, usage)
                     key = (self._start, id(self._layer), self.compressions)
-                    self.background.start(key, lambda: self._prepare_early(prefix))
+                    await self.background.start(key, lambda: self._prepare_early(prefix))
                 return await self._build(system_prompt, tools, task_in_progress, usage)
             prefix = self._input(system_prompt, tools, usage)
             request = CompressionRequest(trigger="auto", config=self.config)
@@ -279,7 +287,7 @@ class ContextEngine:
                 prefix = self._input(system_prompt, tools, usage)
                 key = ("idle", self._start, id(self._layer), self.compressions)
                 job = functools.partial(self._prepare_early, prefix, "idle")
-                self.background.start(key, job, cause="idle")
+                await self.background.start(key, job, cause="idle")
             return self.background.busy
 
     async def apply_prepared(

@@ -12,19 +12,25 @@ since kept after it. At most one is in flight per engine; every phase is an even
 from __future__ import annotations
 
 import asyncio
-import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Literal
 
 from .._logging import logger
 from ..message import Msg
+from ._clock import Clock, SystemClock
 from ._compaction import Outcome
 from ._config import ContextConfig
 from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
 __all__ = ["Prefetch", "Prepared"]
+
+_MARGIN = 1.25
+"""How many of the last summary's latencies ahead of the deadline the next one starts."""
+_STEPS_SEEN = 5
+"""Steps whose growth :attr:`Prefetch.step` is the largest of."""
 
 
 @dataclass(frozen=True)
@@ -49,14 +55,19 @@ class Prepared:
 class Prefetch:
     """At most one background compaction of one engine, from start to commit or discard."""
 
-    def __init__(self, emit: Callable[[ContextEvent], Awaitable[None]]) -> None:
+    def __init__(
+        self, emit: Callable[[ContextEvent], Awaitable[None]], clock: Clock | None = None
+    ) -> None:
         self._emit = emit
+        self.clock: Clock = clock or SystemClock()
+        """Where the time is read (growth rate, latency, waits) and the task waited for."""
         self._task: asyncio.Task[Prepared | None] | None = None
         self._cause: Literal["usage", "idle"] = "usage"
         self._started = 0.0
         self._tried: Hashable = None
         self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
         self._rate: float | None = None  # tokens per second the context grows by
+        self._growths: deque[int] = deque(maxlen=_STEPS_SEEN)  # per step, the last few
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
@@ -74,26 +85,47 @@ class Prefetch:
         """Whether one ran to its end and waits to be taken (or to be found stale)."""
         return self._task is not None and self._task.done()
 
-    def due(self, tokens: int, config: ContextConfig, size: int, trigger: int) -> bool:
-        """Whether a compaction should be prepared at ``tokens`` of usage: past the start
-        mark; or past halfway between reserve and start mark when, at the rate usage has
-        been growing, the trigger would come before a summary as long as the last one."""
+    def observe(self, tokens: int) -> None:
+        """Note the usage at a step: how fast it grows, and by how much a step."""
+        now = self.clock.now()
+        if self._seen is not None and tokens > self._seen[1]:
+            growth = tokens - self._seen[1]
+            self._growths.append(growth)
+            if now > self._seen[0]:
+                rate = growth / (now - self._seen[0])
+                self._rate = rate if self._rate is None else (self._rate + rate) / 2
+        self._seen = (now, tokens)
+
+    @property
+    def step(self) -> int:
+        """The largest growth of usage from one step to the next, of the last few."""
+        return max(self._growths, default=0)
+
+    def due(self, tokens: int, config: ContextConfig, size: int, deadline: int) -> bool:
+        """Whether a compaction should be prepared at ``tokens`` of usage (see
+        :meth:`observe`). Until a summary's latency is known: past the start mark. Then as
+        late as it can be (the later the snapshot, the more it folds): once, at the rate
+        usage grows, ``deadline`` (where the agent would wait for it) would come within
+        ``_MARGIN`` times that latency plus one step; never below halfway between reserve
+        and start mark."""
         if config.background is None:
             return False
         start = int(config.background.start_ratio * size)
+        if self.latency is None or self._rate is None:
+            return tokens > start
         floor = int((config.background.start_ratio + config.reserve_ratio) / 2 * size)
-        now = time.monotonic()
-        if self._seen is not None and now > self._seen[0] and tokens > self._seen[1]:
-            rate = (tokens - self._seen[1]) / (now - self._seen[0])
-            self._rate = rate if self._rate is None else (self._rate + rate) / 2
-        self._seen = (now, tokens)
-        if tokens > start:
-            return True
-        if tokens <= floor or self._rate is None or self.latency is None:
+        if tokens <= floor:
             return False
-        return (trigger - tokens) / self._rate < 1.5 * self.latency
+        return deadline - tokens < _MARGIN * self._rate * self.latency + self.step
 
-    def start(
+    def defers(self, tokens: int, limit: int) -> bool:
+        """Whether the agent, past the trigger, goes on without waiting: one is in flight
+        and not ready, and usage plus a step's growth (:attr:`step`) stays within
+        ``limit``."""
+        task = self._task
+        return task is not None and not task.done() and tokens + self.step <= limit
+
+    async def start(
         self,
         key: Hashable,
         job: Callable[[], Awaitable[Prepared | None]],
@@ -104,12 +136,13 @@ class Prefetch:
         for ``key`` (the state it would start from) and found nothing or failed."""
         if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
             self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
-            self.discarded += 1
+            self._tried = None  # it never finished: the same state may be prepared again
+            await self._dropped("its event loop ended")
         if self._task is not None or key == self._tried:
             return
         self._tried = key
         self._cause = cause
-        self._started = time.monotonic()
+        self._started = self.clock.now()
         self._task = asyncio.get_running_loop().create_task(self._run(job))
 
     async def _run(self, job: Callable[[], Awaitable[Prepared | None]]) -> Prepared | None:
@@ -143,10 +176,10 @@ class Prefetch:
             self._task = None
             await self._dropped("its event loop ended")
             return None
-        began = time.monotonic()
-        prepared = await asyncio.shield(task)
+        began = self.clock.now()
+        prepared = await self.clock.wait(task)
         self._task = None
-        waited = time.monotonic() - began
+        waited = self.clock.now() - began
         if prepared is None:
             return None
         if not applies(prepared):
@@ -166,7 +199,7 @@ class Prefetch:
         if task is None or task.get_loop() is not asyncio.get_running_loop():
             return False
         try:
-            prepared = await asyncio.shield(task)
+            prepared = await self.clock.wait(task)
         except asyncio.CancelledError:
             if task.cancelled():  # discarded meanwhile; the caller itself goes on
                 return False
@@ -198,4 +231,4 @@ class Prefetch:
         )
 
     def _age(self) -> float:
-        return time.monotonic() - self._started
+        return self.clock.now() - self._started

@@ -23,6 +23,7 @@ from ._cache import (
     llama_blocks,
     openai_blocks,
 )
+from ._clock import LatentSummarizer, ReplayTiming, SimulatedClock
 from ._cost import CallCost, RunCost, load_prices
 from ._dump import DumpFormat, RequestDump, RunDump
 from ._loaders import (
@@ -35,7 +36,14 @@ from ._loaders import (
     load_openai_runs,
     load_trajectory,
 )
-from ._metrics import ReplayResult, ReplayTotals, RunResult, StepUsage
+from ._metrics import (
+    PreparedSummary,
+    ReplayResult,
+    ReplayTotals,
+    RunResult,
+    RunTiming,
+    StepUsage,
+)
 from ._report import write_json, write_report
 from ._runner import replay_run, replay_runs, tools_of
 from ._sources import LoadedRecordings, find_recordings, load_recordings
@@ -51,19 +59,24 @@ __all__ = [
     "CacheUsage",
     "CallCost",
     "DumpFormat",
+    "LatentSummarizer",
     "LlamaCache",
     "LoadedRecordings",
     "Loader",
     "NoCache",
     "OpenAICache",
+    "PreparedSummary",
     "ReadLimits",
     "Recording",
     "ReplayResult",
+    "ReplayTiming",
     "ReplayTotals",
     "RequestDump",
     "RunCost",
     "RunDump",
     "RunResult",
+    "RunTiming",
+    "SimulatedClock",
     "StepUsage",
     "Trajectory",
     "anthropic_blocks",

@@ -15,6 +15,9 @@ Definitions (all in tokens of the replay's counter, exact ``o200k_base`` by defa
 * **tokens offloaded**: tokens of everything written to the workspace: the compressed or
   dropped messages (``count_message`` each) and the whole text of every truncated tool
   result.
+* **wait per compaction** (timed replays, ``ReplayTiming``): simulated seconds the agent
+  spent in the step that compacted, beyond its recorded call: the summarizer's latency
+  for a compaction at the trigger, what was left of it for one prepared in the background.
 * **prefix stability** of a step: tokens of the longest common prefix of this request and
   the previous one, at message granularity (the same message objects, in the same order,
   with the same tool definitions in front), divided by the request total. The first step
@@ -26,13 +29,25 @@ Definitions (all in tokens of the replay's counter, exact ``o200k_base`` by defa
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, computed_field
 
 from ._cost import RunCost
 
-__all__ = ["ReplayResult", "ReplayTotals", "RunResult", "StepUsage"]
+__all__ = [
+    "PreparedSummary",
+    "ReplayResult",
+    "ReplayTotals",
+    "RunResult",
+    "RunTiming",
+    "StepUsage",
+    "percentile",
+]
 
 
 class StepUsage(BaseModel):
@@ -56,6 +71,68 @@ class StepUsage(BaseModel):
     """Compressions that shaped this request (since the previous step)."""
     truncations: int = 0
     """Tool results truncated since the previous step."""
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``; ``None`` when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class PreparedSummary(BaseModel):
+    """One summary prepared in the background during a timed replay."""
+
+    step: int
+    """The step whose request started it."""
+    started_s: float
+    """Simulated seconds since the run's first call."""
+    latency_s: float | None = None
+    """From start to ready; ``None`` if it never was."""
+    waited_s: float = 0.0
+    """How long the agent waited for it."""
+    outcome: Literal["applied", "discarded", "pending"] = "pending"
+    reason: str | None = None
+    """Why it was discarded."""
+
+
+class RunTiming(BaseModel):
+    """A timed replay of one run (``ReplayTiming``): the agent's waits for its summaries."""
+
+    summary_latency_s: float
+    steps_timed: Literal["timestamps", "stated", "mixed"] = "stated"
+    """Where the time between calls came from: the recording, ``step_latency_s``, or
+    both (where the recording has no time for a call)."""
+    seconds: float = 0.0
+    """Simulated time from the first call to the last, waits included."""
+    waits: list[float] = []
+    """Per automatic compaction, the seconds the agent waited in that step."""
+    prepared: list[PreparedSummary] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def applied(self) -> int:
+        """Prepared summaries swapped in."""
+        return sum(p.outcome == "applied" for p in self.prepared)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def discarded(self) -> int:
+        """Prepared summaries dropped (see each one's ``reason``)."""
+        return sum(p.outcome == "discarded" for p in self.prepared)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def wait_median_s(self) -> float | None:
+        """Median wait per compaction."""
+        return statistics.median(self.waits) if self.waits else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def wait_p95_s(self) -> float | None:
+        """95th percentile wait per compaction (nearest rank)."""
+        return percentile(self.waits, 0.95)
 
 
 def _weighted(shared: Sequence[int], totals: Sequence[int]) -> float | None:
@@ -82,6 +159,8 @@ class RunResult(BaseModel):
     """Why the replay stopped early, if it did (the steps before it are kept)."""
     cost: RunCost | None = None
     """What the run's calls cost under the chosen cache model (``--cache``)."""
+    timing: RunTiming | None = None
+    """The agent's waits for its summaries, in a timed replay (``ReplayTiming``)."""
 
     def redacted(self, redact: Callable[[str], str]) -> RunResult:
         """This result with its texts (id, source, error) passed through ``redact``."""
@@ -148,11 +227,23 @@ class ReplayTotals(BaseModel):
     seconds: float
     cost: RunCost | None = None
     """Every run's calls together, when a cache model was chosen."""
+    prepared: int = 0
+    """Summaries prepared in the background (timed replays)."""
+    applied: int = 0
+    discarded: int = 0
+    discard_reasons: dict[str, int] = {}
+    waits: int = 0
+    """Automatic compactions timed."""
+    wait_median_s: float | None = None
+    wait_p95_s: float | None = None
 
     @classmethod
     def of(cls, runs: Sequence[RunResult]) -> ReplayTotals:
         """Totals of ``runs`` (step-weighted mean, token-weighted stability)."""
         steps = [s for r in runs for s in r.steps]
+        timed = [r.timing for r in runs if r.timing is not None]
+        prepared = [p for t in timed for p in t.prepared]
+        waits = [w for t in timed for w in t.waits]
         later = [s for r in runs for s in r.steps[1:]]
         return cls(
             runs=len(runs),
@@ -172,6 +263,15 @@ class ReplayTotals(BaseModel):
             ),
             seconds=sum(r.seconds for r in runs),
             cost=_total_cost(runs),
+            prepared=len(prepared),
+            applied=sum(p.outcome == "applied" for p in prepared),
+            discarded=sum(p.outcome == "discarded" for p in prepared),
+            discard_reasons=dict(
+                Counter(p.reason or "" for p in prepared if p.outcome == "discarded")
+            ),
+            waits=len(waits),
+            wait_median_s=statistics.median(waits) if waits else None,
+            wait_p95_s=percentile(waits, 0.95),
         )
 
 

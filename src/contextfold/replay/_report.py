@@ -78,6 +78,8 @@ def write_report(
         figures.append(_savings_figure(go, runs))
         if any(r.cost is not None for r in runs):
             figures.append(_cost_figure(go, runs))
+        if any(r.timing is not None and r.timing.prepared for r in runs):
+            figures.append(_prepared_figure(go, runs))
     parts = [
         fig.to_html(
             full_html=False,
@@ -97,6 +99,7 @@ def write_report(
         figures="\n".join(f'<div class="figure">{p}</div>' for p in parts)
         or "<p>No run had an assistant turn to replay.</p>",
         table=_table(result),
+        timing=_timing_section(result),
     )
     write_private(path, page)
     return path
@@ -357,6 +360,95 @@ def _savings_figure(go: Any, runs: list[RunResult]) -> Any:
     return fig
 
 
+_OUTCOME_COLORS = {"applied": "#2ca02c", "discarded": "#d62728", "pending": "#7f7f7f"}
+
+
+def _prepared_figure(go: Any, runs: list[RunResult]) -> Any:
+    """Each summary prepared in the background as a bar from its start to ready, per run,
+    coloured by what became of it; the agent's wait in its hover text."""
+    timed = [r for r in runs if r.timing is not None and r.timing.prepared][:MAX_OVERLAY_RUNS]
+    fig = go.Figure()
+    for outcome, color in _OUTCOME_COLORS.items():
+        rows = [(r, p) for r in timed for p in (r.timing.prepared if r.timing else [])]
+        rows = [(r, p) for r, p in rows if p.outcome == outcome]
+        if not rows:
+            continue
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                y=[r.run_id for r, _ in rows],
+                base=[p.started_s for _, p in rows],
+                x=[p.latency_s if p.latency_s is not None else 0.0 for _, p in rows],
+                name=outcome,
+                marker_color=color,
+                customdata=[
+                    [p.step, p.waited_s, p.reason or "", p.latency_s or 0.0] for _, p in rows
+                ],
+                hovertemplate="%{y}<br>started at step %{customdata[0]}, %{base:.1f} s"
+                "<br>took %{customdata[3]:.2f} s; the agent waited %{customdata[1]:.2f} s"
+                "<br>%{customdata[2]}<extra>" + outcome + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title="Summaries prepared in the background: from start to ready (simulated clock)",
+        barmode="overlay",
+        xaxis_title="simulated seconds since the run's first call",
+        height=max(320, 22 * len(timed) + 160),
+        template="plotly_white",
+        yaxis={"automargin": True},
+    )
+    return fig
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _timing_section(result: ReplayResult) -> str:
+    """The timed replay's table: per run, each prepared summary and the agent's waits."""
+    timed = [r for r in result.runs if r.timing is not None]
+    if not timed:
+        return ""
+    head = (
+        "<tr><th>run</th><th>timed by</th><th>compactions</th><th>wait median (s)</th>"
+        "<th>wait p95 (s)</th><th>prepared</th><th>applied</th><th>discarded</th>"
+        "<th>each prepared summary: step, started (s), took (s), agent waited (s), outcome"
+        "</th></tr>"
+    )
+    rows = []
+    for r in timed:
+        assert r.timing is not None
+        t = r.timing
+        each = "; ".join(
+            f"step {p.step}: at {p.started_s:.1f}, took {_seconds(p.latency_s)}, "
+            f"waited {p.waited_s:.2f}, {p.outcome}" + (f" ({p.reason})" if p.reason else "")
+            for p in t.prepared
+        )
+        rows.append(
+            f"<tr><td>{html.escape(r.run_id)}</td><td>{t.steps_timed}</td>"
+            f"<td>{len(t.waits)}</td><td>{_seconds(t.wait_median_s)}</td>"
+            f"<td>{_seconds(t.wait_p95_s)}</td><td>{len(t.prepared)}</td><td>{t.applied}</td>"
+            f"<td>{t.discarded}</td><td class='each'>{html.escape(each)}</td></tr>"
+        )
+    totals = result.totals
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(totals.discard_reasons.items()))
+    latency = timed[0].timing.summary_latency_s if timed[0].timing else 0.0
+    rows.append(
+        "<tr class='total'><td>total</td><td></td>"
+        f"<td>{totals.waits}</td><td>{_seconds(totals.wait_median_s)}</td>"
+        f"<td>{_seconds(totals.wait_p95_s)}</td><td>{totals.prepared}</td>"
+        f"<td>{totals.applied}</td><td>{totals.discarded}</td>"
+        f"<td class='each'>{html.escape(reasons)}</td></tr>"
+    )
+    return (
+        "<h2>Compaction timing</h2>"
+        f"<p>Simulated clock: each summary takes {latency:g} s; the time between recorded "
+        "calls comes from the recording's timestamps or the stated latency per call. "
+        "<em>wait</em> is how long the agent stood still in a step that compacted.</p>"
+        f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
 
@@ -405,6 +497,7 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.6em; text-align: right
 th:first-child, td:first-child {{ text-align: left; }}
 tr.total td {{ font-weight: bold; border-top: 2px solid #444; }}
 dt {{ font-weight: bold; margin-top: 0.5em; }}
+td.each {{ text-align: left; font-size: 0.9em; }}
 </style>
 </head>
 <body>
@@ -413,6 +506,7 @@ dt {{ font-weight: bold; margin-top: 0.5em; }}
 {figures}
 <h2>Runs</h2>
 {table}
+{timing}
 <h2>What the numbers mean</h2>
 <dl>
 <dt>step</dt><dd>one recorded assistant turn: the request the model would have been sent.</dd>

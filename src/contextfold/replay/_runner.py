@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._logging import logger
 from ..context import (
+    BackgroundCompactionEvent,
     CompressionEvent,
     ContextConfig,
     ContextEngine,
@@ -20,9 +22,10 @@ from ..message import DataBlock, Marker, Msg, ToolResultBlock, ToolSpec, marker_
 from ..token import TokenCounter, counter_for_model
 from ..workspace import BaseWorkspace, DataOffloader, MemoryWorkspace
 from ._cache import CacheKind
+from ._clock import LatentSummarizer, ReplayTiming, SimulatedClock
 from ._cost import CostLedger, load_prices
 from ._dump import ObservedSummarizer, RequestDump, SummaryCall
-from ._metrics import ReplayResult, RunResult, StepUsage
+from ._metrics import PreparedSummary, ReplayResult, RunResult, RunTiming, StepUsage
 from ._trajectory import Trajectory
 
 __all__ = ["replay_run", "replay_runs", "tools_of"]
@@ -80,6 +83,49 @@ def _output_tokens(msg: Msg, counter: TokenCounter) -> int:
     return counter.count_message(msg)
 
 
+class _Timer:
+    """A timed replay's clock, the gaps between recorded calls, and what it saw."""
+
+    def __init__(self, run: Trajectory, timing: ReplayTiming) -> None:
+        self.timing = timing
+        self.clock = SimulatedClock()
+        times = run.times if timing.timestamps else []
+        self.times = times if len(times) == len(run.messages) else []
+        self.last: int | None = None  # the previous assistant message's index
+        self.sources: set[str] = set()
+        self.result = RunTiming(summary_latency_s=timing.summary_latency_s)
+
+    def gap(self, index: int) -> float:
+        """Seconds from the previous recorded call to the one at ``index``."""
+        last, self.last = self.last, index
+        if last is None:
+            return 0.0
+        if self.times:
+            before, now = self.times[last], self.times[index]
+            if before is not None and now is not None and now >= before:
+                self.sources.add("timestamps")
+                return now - before
+        self.sources.add("stated")
+        return self.timing.step_latency_s
+
+    def observe(self, event: ContextEvent, step: int) -> None:
+        if not isinstance(event, BackgroundCompactionEvent):
+            return
+        prepared = self.result.prepared
+        if event.phase == "started":
+            prepared.append(PreparedSummary(step=step, started_s=self.clock.now()))
+            return
+        if not prepared:
+            return
+        last = prepared[-1]
+        if event.phase == "ready":
+            last.latency_s = event.duration_s
+        else:
+            last.outcome = "applied" if event.phase == "applied" else "discarded"
+            last.waited_s = event.waited_s
+            last.reason = event.reason
+
+
 def _shared_prefix(previous: Sequence[Msg], current: Sequence[Msg], counter: TokenCounter) -> int:
     shared = 0
     for old, new in zip(previous, current, strict=False):
@@ -114,6 +160,7 @@ async def replay_run(
     dump: RequestDump | None = None,
     cache: CacheKind | None = None,
     prices: Mapping[str, Mapping[str, Any]] | None = None,
+    timing: ReplayTiming | None = None,
 ) -> RunResult:
     """Replay one recorded run as if its agent had been running with contextfold.
 
@@ -128,7 +175,10 @@ async def replay_run(
     ``config.redact`` when the dump has no redactor of its own). With
     ``cache`` (``anthropic``, ``openai`` or ``none``), every call is priced under that
     provider's prompt-cache rules (``prices``: :func:`load_prices` by default) in
-    :attr:`RunResult.cost`.
+    :attr:`RunResult.cost`. With ``timing``, the run is timed on a simulated clock (see
+    :class:`ReplayTiming`) and :attr:`RunResult.timing` says how long the agent waited
+    per compaction and what became of each summary prepared in the background
+    (``config.background``); a summary still in flight when the run ends is discarded.
     """
     counter = counter or counter_for_model("gpt-4o")
     run_dump = None
@@ -156,11 +206,21 @@ async def replay_run(
     summarizer = summarizer or ExtractiveSummarizer()
     if run_dump is not None or ledger is not None:
         summarizer = ObservedSummarizer(summarizer, on_summary, counter, context_size)
+    timer = _Timer(run, timing) if timing is not None else None
+    if timer is not None:
+        timer.clock.main = asyncio.current_task()
+        summarizer = LatentSummarizer(summarizer, timer.clock, timer.timing.summary_latency_s)
     if workspace is None:
         workspace = MemoryWorkspace()
         await workspace.initialize()
     offloader = _CountingOffloader(workspace, counter)
     events: list[ContextEvent] = []
+
+    def on_event(event: ContextEvent) -> None:
+        events.append(event)
+        if timer is not None:
+            timer.observe(event, steps_seen[0])
+
     engine = ContextEngine(
         counter=counter,
         context_size=context_size,
@@ -168,7 +228,8 @@ async def replay_run(
         config=config or ContextConfig(),
         offloader=offloader,
         session_id=session_id or run.instance_id,
-        on_event=events.append,
+        on_event=on_event,
+        clock=timer.clock if timer is not None else None,
     )
     result = RunResult(
         run_id=run.instance_id, source=source, format=run.format, context_size=context_size
@@ -187,7 +248,14 @@ async def replay_run(
                 steps_seen[0] = len(result.steps)
                 if run_dump is not None:
                     run_dump.step = len(result.steps)
+                began = waited = 0.0
+                if timer is not None:
+                    await timer.clock.advance(timer.gap(index))
+                    began = timer.clock.now()
                 model_input = await engine.prepare(system, tools)
+                if timer is not None:
+                    waited = timer.clock.now() - began
+                    await timer.clock.settle()
                 usage = model_input.usage
                 messages = model_input.messages()
                 if ledger is not None:
@@ -231,6 +299,10 @@ async def replay_run(
                     )
                 )
                 previous, previous_raw = messages, fixed + raw_context
+                if timer is not None and any(
+                    isinstance(e, CompressionEvent) and e.trigger == "auto" for e in new_events
+                ):
+                    timer.result.waits.append(waited)
             if msg.tool_results:
                 stored = await engine.add_tool_results(msg)
             else:
@@ -238,6 +310,14 @@ async def replay_run(
                 stored = msg
             fresh[id(stored)] = stored
             raw_context += counter.count_message(msg)
+        if timer is not None:
+            await engine.background.discard("the run ended")
+            timer.result.seconds = timer.clock.now()
+            if len(timer.sources) == 1:
+                timer.result.steps_timed = "stated" if "stated" in timer.sources else "timestamps"
+            elif timer.sources:
+                timer.result.steps_timed = "mixed"
+            result.timing = timer.result
     except Exception as exc:  # one broken run must not stop a batch; it is reported
         logger.warning("replay of %s stopped: %s: %s", run.instance_id, type(exc).__name__, exc)
         result.error = f"{type(exc).__name__}: {exc}"
@@ -268,6 +348,7 @@ async def replay_runs(
     dump: RequestDump | None = None,
     cache: CacheKind | None = None,
     prices: Mapping[str, Mapping[str, Any]] | None = None,
+    timing: ReplayTiming | None = None,
 ) -> ReplayResult:
     """Replay ``(run, source)`` pairs one after another; ``on_run`` sees each result.
 
@@ -294,6 +375,7 @@ async def replay_runs(
             dump=dump,
             cache=cache,
             prices=prices,
+            timing=timing,
         )
         results.append(result)
         if on_run is not None:

@@ -20,6 +20,10 @@ class Trajectory(BaseModel):
     system: str | None = None
     messages: list[Msg]
     info: dict[str, Any] = Field(default_factory=dict)
+    times: list[float | None] = Field(default_factory=list)
+    """When each of ``messages`` was recorded (Unix seconds), one per message, ``None``
+    where the recording does not say; empty when it has no timestamps. A timed replay
+    (``ReplayTiming``) reads the time between calls from it."""
     format: str = ""
     """Where it came from: its format's name in ``FORMATS`` (a mini-swe-agent run's own
     ``trajectory_format``)."""

@@ -84,6 +84,7 @@ def _mini_swe(data: dict[str, Any], path: Path, *, include_reasoning: bool) -> T
     id_base = _UNSAFE_ID.sub("_", instance_id)
     system: str | None = None
     msgs: list[Msg] = []
+    times: list[float | None] = []
     pending: ToolCallBlock | None = None
     for i, raw in enumerate(data["messages"]):
         if not isinstance(raw, dict):
@@ -99,11 +100,14 @@ def _mini_swe(data: dict[str, Any], path: Path, *, include_reasoning: bool) -> T
         elif role == "assistant":
             msg, pending = _assistant(raw, content, f"{id_base}-{i}", include_reasoning)
             msgs.append(msg.model_copy(update={"id": msg_id}))
+            times.append(_created(raw))
         elif pending is not None and role == "user":
             msgs.append(Msg("user", [_result(pending, content)], "user", id=msg_id))
             pending = None
         else:
             msgs.append(Msg(role, content, role, id=msg_id))
+        if len(times) < len(msgs):
+            times.append(None)
     info = data.get("info")
     return Trajectory(
         instance_id=instance_id,
@@ -111,7 +115,18 @@ def _mini_swe(data: dict[str, Any], path: Path, *, include_reasoning: bool) -> T
         messages=msgs,
         info=info if isinstance(info, dict) else {},
         format=str(data.get("trajectory_format")),
+        times=times if any(t is not None for t in times) else [],
     )
+
+
+def _created(raw: dict[str, Any]) -> float | None:
+    """When the provider created the response (``extra.response.created``, Unix seconds)."""
+    extra = raw.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    created = response.get("created") if isinstance(response, dict) else None
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        return float(created)
+    return None
 
 
 def _assistant(
