@@ -150,8 +150,8 @@ def test_the_metadata_check_catches_a_bypass(bypass: str) -> None:
 def test_the_ledger_budget_grows_with_the_run_up_to_its_ceiling() -> None:
     config = ContextConfig()
     grown = [ledger_budget(config, 16_000, n) for n in range(8)]
-    assert grown[:6] == [1600, 2000, 2400, 2800, 3200, 3200]
-    assert grown[-1] == 3200
+    assert grown[:7] == [1600, 2000, 2400, 2800, 3200, 3600, 4000]
+    assert grown[-1] == 4000
     fixed = ContextConfig(layer=LayerConfig(ledger_ratio=0.1, ledger_max_ratio=0.05))
     assert ledger_budget(fixed, 16_000, 5) == 1600  # never below ledger_ratio
     small = ContextConfig(trigger_ratio=0.3)

@@ -55,10 +55,13 @@ def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:
 
 
 def test_commands_carry_their_exit_status_and_leave_heredoc_bodies_out() -> None:
-    script = "cat <<'EOF' > repro.py\nimport sys\nprint(1 | 2)\nEOF\npython repro.py && echo ok"
+    script = (
+        "cat <<'EOF' > repro.py\nimport sys\nx = 1\ny = 2\nprint(x | y)\nEOF\n"
+        "python repro.py && echo ok"
+    )
     found = extract_ledger([*bash(script, "Traceback ...\nValueError: bad", n=1, returncode=1)])
     assert of("command", found) == [
-        "[1] cat <<'EOF' > repro.py\n[2 heredoc lines]\nEOF\npython repro.py && echo ok"
+        "[1] cat <<'EOF' > repro.py\n[4 heredoc lines]\nEOF\npython repro.py && echo ok"
     ]
     assert of("error", found) == ["ValueError: bad"]
 
@@ -340,12 +343,12 @@ def test_a_multi_line_command_is_listed_as_typed_with_heredoc_bodies_counted() -
     # Joined with " ; " the model saw commands it never typed; a heredoc's text is counted,
     # not lost silently, and what follows the terminator stays.
     typed = "git checkout src/a.py\npytest -c /dev/null tests/test_a.py"
-    script = "cat <<'EOF' > repro.py\nimport sys\nprint(1)\nEOF\npython repro.py"
+    script = "cat <<'EOF' > repro.py\nimport sys\na = 1\nb = 2\nprint(a, b)\nEOF\npython repro.py"
     found = [*bash(typed, "ok", n=1), *bash(script, "1", n=2)]
     text = ArtifactLedger().merge(extract_ledger(found)).render()
     assert "- [0] git checkout src/a.py\n  pytest -c /dev/null tests/test_a.py" in text
     assert _collapsed(typed) in _collapsed(text)
-    assert "- [0] cat <<'EOF' > repro.py\n  [2 heredoc lines]\n  EOF\n  python repro.py" in text
+    assert "- [0] cat <<'EOF' > repro.py\n  [4 heredoc lines]\n  EOF\n  python repro.py" in text
 
 
 def test_a_command_run_again_is_listed_once_with_its_statuses_and_runs() -> None:
@@ -399,3 +402,12 @@ def test_facts_the_kept_user_messages_state_are_not_listed_again() -> None:
     ledger = ArtifactLedger().merge(found).select(COUNTER, budget=800, stated=task)
     assert not {"constraint", "identifier"} & {e.kind for e in ledger.entries}
     assert [e.text for e in ledger.entries if e.kind == "command"] == ["[0] cat src/pkg/header.py"]
+
+
+def test_a_short_heredoc_body_is_kept_as_written() -> None:
+    # Counting two short lines costs about what they do: the model sees what it wrote.
+    short = "cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
+    found = extract_ledger(bash(short, "", n=1))
+    assert of("command", found) == [
+        "[0] cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
+    ]

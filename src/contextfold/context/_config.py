@@ -139,7 +139,7 @@ class LayerConfig(BaseModel):
     with exit status, errors, names, the user's constraints) at the first compaction; 0
     keeps no ledger."""
 
-    ledger_max_ratio: float = Field(default=0.2, ge=0, le=0.4)
+    ledger_max_ratio: float = Field(default=0.25, ge=0, le=0.4)
     """Share of the window the ledger grows to as the run goes on: each compaction adds a
     quarter of ``ledger_ratio`` until this share (never below ``ledger_ratio``, always
     within three quarters of the summary's budget). A long run has done more that the next

@@ -40,6 +40,10 @@ _LINE = 200
 _COMMAND_LINE = 600
 """Characters kept of one command line (chained commands run long)."""
 
+_SHORT_BODY = 3
+_SHORT_BODY_CHARS = 160
+"""A heredoc body of at most this many lines and characters is kept as written."""
+
 # A relative path's extension holds a letter: ``-0.05/0.055`` is a ratio, not a file.
 _PATH = re.compile(
     r"(?<![\w/.:-])"
@@ -131,8 +135,9 @@ def shell_lines(command: str) -> list[str]:
 
 def command_lines(command: str) -> list[str]:
     """The lines of a shell command as the agent typed them, each heredoc body (the text
-    of a file being written, say) replaced by one line that counts its lines: the command
-    stays recognisable and runnable in outline, and the body stays in the saved messages."""
+    of a file being written, say) longer than a few short lines replaced by one line that
+    counts its lines: the command stays recognisable and runnable in outline, and the body
+    stays in the saved messages. A short body costs about what its count would: it stays."""
     out: list[str] = []
     lines = command.splitlines()
     i = 0
@@ -146,8 +151,11 @@ def command_lines(command: str) -> list[str]:
             start = i
             while i < len(lines) and lines[i].strip() != end:
                 i += 1
-            if i > start:
-                out.append(f"[{i - start} heredoc lines]")
+            body = [b.strip() for b in lines[start:i]]
+            if len(body) <= _SHORT_BODY and sum(map(len, body)) <= _SHORT_BODY_CHARS:
+                out.extend(clip(b, _COMMAND_LINE) for b in body if b)
+            elif body:
+                out.append(f"[{len(body)} heredoc lines]")
             if i < len(lines):
                 out.append(end)
             i += 1  # the terminator line
