@@ -377,6 +377,7 @@ def test_commands_left_out_are_counted_and_the_model_told_where_they_are() -> No
     assert ledger.dropped == 60 - len(shown)
     text = ledger.render()
     assert f"({60 - len(shown)} earlier commands left out: Search the saved messages" in text
+    assert f"({60 - len(shown)} earlier commands left out)" in ledger.render(readback=False)
     assert "Search" not in ledger.render(readback=False)
     assert COUNTER.count_text(text) <= 300
     # The count carries over the next compaction.

@@ -230,8 +230,8 @@ def _listed(item: str) -> str:
 
 def _dropped_line(count: int, *, readback: bool) -> str:
     """The line that says how many earlier commands are left out, and where they are."""
-    where = "Search the saved messages for them" if readback else "not listed"
-    return f"({count} earlier commands left out: {where})"
+    where = ": Search the saved messages for them" if readback else ""
+    return f"({count} earlier commands left out{where})"
 
 
 _TITLE = (
