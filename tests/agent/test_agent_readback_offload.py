@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from contextfold.context import READBACK_HINT, TRUNCATION_MARKER, ContextConfig
 from contextfold.message import Msg, ToolResultBlock
 from contextfold.model import ScriptedModel, ScriptedReply, ScriptedRequest, tool_reply
@@ -16,6 +18,7 @@ from .agent_support import assert_valid, make_agent
 BIG = "\n".join(f"line {i}: value-{i} status ok" for i in range(400))
 CONFIG = ContextConfig(trigger_ratio=0.8, reserve_ratio=0.1, tool_result_limit=300)
 MARKER_REF = re.compile(r"refer to the file in '([^']+)'")
+TOOL_WORDS = re.compile(r"\b(Read|Grep|Glob|Search)\b|refer to the file|read (it|them) from")
 
 
 async def workspace(tmp_path: Path) -> LocalWorkspace:
@@ -90,5 +93,32 @@ async def test_user_tool_named_read_is_still_offloaded(tmp_path: Path) -> None:
     await agent.reply("Read it.")
     (item,) = await ws.list_items(agent.session_id)
     stored = agent.context[-2].tool_results[0].text()
-    assert f"refer to the file in '{item.ref}'" in stored
+    assert "line 399: value-399" in (await ws.read_bytes(item.ref)).decode()
+    # No read-back tools: the marker says the rest was omitted, naming no file or tool.
+    assert "has been omitted" in stored
+    assert item.ref not in stored
     assert READBACK_HINT not in stored
+
+
+@pytest.mark.parametrize("readback", [True, False])
+async def test_without_readback_tools_no_note_sends_the_model_to_them(
+    tmp_path: Path, readback: bool
+) -> None:
+    # Agent(readback_tools=False) gives the model no Read/Grep/Glob/Search: the truncation
+    # marker it sees must not tell it to use them (issue 26, point 6).
+    ws = await workspace(tmp_path)
+    model = ScriptedModel([tool_reply(("dump", {})), "done"])
+    agent = make_agent(
+        model, dump_toolkit(), context_config=CONFIG, offloader=ws, readback_tools=readback
+    )
+    await agent.reply("Dump it.")
+    result = last_result(model.requests[-1])
+    assert result is not None
+    tools = set(model.requests[-1].tool_names)
+    named = {m.group(0) for m in TOOL_WORDS.finditer(result.text())}
+    if readback:
+        assert "Read" in tools
+        assert named, result.text()
+    else:
+        assert not tools & {"Read", "Grep", "Glob", "Search"}
+        assert not named, result.text()

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold import MessageFormatError
-from contextfold.context import ArtifactLedger, SummaryLayer, is_summary
-from contextfold.context._layer import select_requests
+from contextfold.context import ArtifactLedger, ContextConfig, LayerConfig, SummaryLayer, is_summary
+from contextfold.context._layer import ledger_budget, select_requests, summary_budget
 from contextfold.token import OpenAITokenCounter
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "contextfold"
@@ -145,3 +145,14 @@ def test_no_module_but_the_layer_reads_the_summary_metadata() -> None:
 )
 def test_the_metadata_check_catches_a_bypass(bypass: str) -> None:
     assert metadata_readers(bypass) != []
+
+
+def test_the_ledger_budget_grows_with_the_run_up_to_its_ceiling() -> None:
+    config = ContextConfig()
+    grown = [ledger_budget(config, 16_000, n) for n in range(8)]
+    assert grown[:7] == [1600, 2000, 2400, 2800, 3200, 3600, 4000]
+    assert grown[-1] == 4000
+    fixed = ContextConfig(layer=LayerConfig(ledger_ratio=0.1, ledger_max_ratio=0.05))
+    assert ledger_budget(fixed, 16_000, 5) == 1600  # never below ledger_ratio
+    small = ContextConfig(trigger_ratio=0.3)
+    assert ledger_budget(small, 16_000, 8) == summary_budget(small, 16_000) * 3 // 4

@@ -55,9 +55,14 @@ def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:
 
 
 def test_commands_carry_their_exit_status_and_leave_heredoc_bodies_out() -> None:
-    script = "cat <<'EOF' > repro.py\nimport sys\nprint(1 | 2)\nEOF\npython repro.py && echo ok"
+    script = (
+        "cat <<'EOF' > repro.py\nimport sys\nx = 1\ny = 2\nprint(x | y)\nEOF\n"
+        "python repro.py && echo ok"
+    )
     found = extract_ledger([*bash(script, "Traceback ...\nValueError: bad", n=1, returncode=1)])
-    assert of("command", found) == ["[1] cat <<'EOF' > repro.py ; python repro.py && echo ok"]
+    assert of("command", found) == [
+        "[1] cat <<'EOF' > repro.py\n[4 heredoc lines]\nEOF\npython repro.py && echo ok"
+    ]
     assert of("error", found) == ["ValueError: bad"]
 
 
@@ -328,3 +333,82 @@ def test_a_composed_summary_fits_its_budget_and_keeps_what_the_engine_adds(
     assert "saved in 'sessions/s/context.jsonl'" in text
     assert ledger.render() in text
     assert text.endswith("</system-reminder>")
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_multi_line_command_is_listed_as_typed_with_heredoc_bodies_counted() -> None:
+    # Joined with " ; " the model saw commands it never typed; a heredoc's text is counted,
+    # not lost silently, and what follows the terminator stays.
+    typed = "git checkout src/a.py\npytest -c /dev/null tests/test_a.py"
+    script = "cat <<'EOF' > repro.py\nimport sys\na = 1\nb = 2\nprint(a, b)\nEOF\npython repro.py"
+    found = [*bash(typed, "ok", n=1), *bash(script, "1", n=2)]
+    text = ArtifactLedger().merge(extract_ledger(found)).render()
+    assert "- [0] git checkout src/a.py\n  pytest -c /dev/null tests/test_a.py" in text
+    assert _collapsed(typed) in _collapsed(text)
+    assert "- [0] cat <<'EOF' > repro.py\n  [4 heredoc lines]\n  EOF\n  python repro.py" in text
+
+
+def test_a_command_run_again_is_listed_once_with_its_statuses_and_runs() -> None:
+    runs = [
+        *bash("pytest tests/test_a.py", "FAILED", n=1, returncode=1),
+        *bash("pytest tests/test_a.py", "FAILED", n=2, returncode=1),
+    ]
+    ledger = ArtifactLedger().merge(extract_ledger(runs))
+    ledger = ledger.merge(extract_ledger(bash("pytest tests/test_a.py", "passed", n=3)))
+    commands = [e for e in ledger.entries if e.kind == "command"]
+    assert [e.text for e in commands] == ["[1, 0] pytest tests/test_a.py"]
+    assert "- [1, 0] pytest tests/test_a.py (run 3 times)" in ledger.render()
+
+
+def test_a_command_written_out_and_then_run_is_one_run() -> None:
+    written = Msg("a", [TextBlock(text="```bash\nls src\n```")], "assistant")
+    ledger = ArtifactLedger().merge(extract_ledger([written, *bash("ls src", "a.py", n=1)]))
+    assert [(e.text, e.count) for e in ledger.entries if e.kind == "command"] == [("[0] ls src", 1)]
+
+
+def test_commands_left_out_are_counted_and_the_model_told_where_they_are() -> None:
+    span = [m for n in range(60) for m in bash(f"sed -n '{n},{n + 9}p' src/mod.py", "x", n=n)]
+    ledger = ArtifactLedger().merge(extract_ledger(span)).select(COUNTER, budget=300)
+    shown = [e for e in ledger.entries if e.kind == "command"]
+    assert 0 < len(shown) < 60
+    assert ledger.dropped == 60 - len(shown)
+    text = ledger.render()
+    assert f"({60 - len(shown)} earlier commands left out: Search the saved messages" in text
+    assert f"({60 - len(shown)} earlier commands left out)" in ledger.render(readback=False)
+    assert "Search" not in ledger.render(readback=False)
+    assert COUNTER.count_text(text) <= 300
+    # The count carries over the next compaction.
+    again = ledger.merge(extract_ledger(bash("ls", "x", n=99))).select(COUNTER, budget=300)
+    assert again.dropped >= ledger.dropped
+
+
+def test_errors_do_not_crowd_the_commands_out() -> None:
+    # One failing test run lists fifty ERROR lines; errors rank first, so uncapped they
+    # took the whole budget and the commands went (astropy-8707 at 16k).
+    log = "\n".join(f"ERROR tests/test_h.py::T::test_case_{n}" for n in range(80))
+    span = [*bash("pytest tests/test_h.py", log, n=1, returncode=1)]
+    span += [m for n in range(2, 12) for m in bash(f"grep -n f{n} src/m.py", "x", n=n)]
+    ledger = ArtifactLedger().merge(extract_ledger(span)).select(COUNTER, budget=1200)
+    assert len([e for e in ledger.entries if e.kind == "command"]) == 11
+
+
+def test_facts_the_kept_user_messages_state_are_not_listed_again() -> None:
+    task = "Fix parse_header in src/pkg/header.py. You must not modify tests."
+    found = extract_ledger([user(task), *bash("cat src/pkg/header.py", "x", n=1)])
+    unstated = ArtifactLedger().merge(found).select(COUNTER, budget=800)
+    assert {"constraint", "identifier"} <= {e.kind for e in unstated.entries}
+    ledger = ArtifactLedger().merge(found).select(COUNTER, budget=800, stated=task)
+    assert not {"constraint", "identifier"} & {e.kind for e in ledger.entries}
+    assert [e.text for e in ledger.entries if e.kind == "command"] == ["[0] cat src/pkg/header.py"]
+
+
+def test_a_short_heredoc_body_is_kept_as_written() -> None:
+    # Counting two short lines costs about what they do: the model sees what it wrote.
+    short = "cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
+    found = extract_ledger(bash(short, "", n=1))
+    assert of("command", found) == [
+        "[0] cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
+    ]

@@ -13,7 +13,13 @@ layer (``LayerConfig.request_ratio``): the runs where a user message other than 
 folded and is now shown word for word in the summary (22 of 44 at 16k with ``none``, 21
 with ``extractive``, 11 and 11 at 32k). Then when the ledger ranked the files the agent
 changed and the errors it met before what it only read (issue 26): 36, 11, 13 and 6 runs
-(16k none, 16k extractive, 32k none, 32k extractive). The compression prompt states the
+(16k none, 16k extractive, 32k none, 32k extractive). Then when the ledger listed commands
+as typed (lines, not " ; "; heredoc bodies counted), a rerun once with its statuses, said
+how many commands it left out, capped errors, left out what the kept user messages state,
+and grew its budget with the run (issue 26): 36, 36, 13 and 13 runs, every run that
+compacts; then when a short heredoc body (3 lines, 160 characters at most) stayed as
+written and the ledger grew to ``ledger_max_ratio=0.25``: 11, 11, 5 and 5 runs. The
+compression prompt states the
 time, whose tokens decide where a few requests are cut: it is fixed here.
 """
 

@@ -151,6 +151,8 @@ class Agent:
             session_id=self.session_id,
             on_event=self._on_context_event,
             compression_hook=self._compression_hook,
+            # Without read-back tools, the engine's notes must not send the model to them.
+            readback=self._readback,
         )
         self._events = EventSink()
         self._lock = asyncio.Lock()

@@ -136,7 +136,15 @@ class LayerConfig(BaseModel):
 
     ledger_ratio: float = Field(default=0.1, ge=0, le=0.3)
     """Share of the window the artifact ledger may take in the summary (files, commands
-    with exit status, errors, names, the user's constraints); 0 keeps no ledger."""
+    with exit status, errors, names, the user's constraints) at the first compaction; 0
+    keeps no ledger."""
+
+    ledger_max_ratio: float = Field(default=0.25, ge=0, le=0.4)
+    """Share of the window the ledger grows to as the run goes on: each compaction adds a
+    quarter of ``ledger_ratio`` until this share (never below ``ledger_ratio``, always
+    within three quarters of the summary's budget). A long run has done more that the next
+    step may need (files changed, commands run), and what the ledger leaves out is only
+    in the saved messages."""
 
     request_ratio: float = Field(default=0.25, ge=0, le=0.5)
     """Share of the summary's budget the user's earlier messages take, word for word: what

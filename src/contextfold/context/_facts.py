@@ -19,6 +19,7 @@ from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBl
 __all__ = [
     "LedgerKind",
     "clip",
+    "command_lines",
     "command_of",
     "edited_files",
     "error_lines",
@@ -38,6 +39,10 @@ _LINE = 200
 
 _COMMAND_LINE = 600
 """Characters kept of one command line (chained commands run long)."""
+
+_SHORT_BODY = 3
+_SHORT_BODY_CHARS = 160
+"""A heredoc body of at most this many lines and characters is kept as written."""
 
 # A relative path's extension holds a letter: ``-0.05/0.055`` is a ratio, not a file.
 _PATH = re.compile(
@@ -124,6 +129,35 @@ def shell_lines(command: str) -> list[str]:
             end = match.group(2)
             while i < len(lines) and lines[i].strip() != end:
                 i += 1
+            i += 1  # the terminator line
+    return out
+
+
+def command_lines(command: str) -> list[str]:
+    """The lines of a shell command as the agent typed them, each heredoc body (the text
+    of a file being written, say) longer than a few short lines replaced by one line that
+    counts its lines: the command stays recognisable and runnable in outline, and the body
+    stays in the saved messages. A short body costs about what its count would: it stays."""
+    out: list[str] = []
+    lines = command.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if line:
+            out.append(clip(line, _COMMAND_LINE))
+        for match in _HEREDOC.finditer(line):
+            end = match.group(2)
+            start = i
+            while i < len(lines) and lines[i].strip() != end:
+                i += 1
+            body = [b.strip() for b in lines[start:i]]
+            if len(body) <= _SHORT_BODY and sum(map(len, body)) <= _SHORT_BODY_CHARS:
+                out.extend(clip(b, _COMMAND_LINE) for b in body if b)
+            elif body:
+                out.append(f"[{len(body)} heredoc lines]")
+            if i < len(lines):
+                out.append(end)
             i += 1  # the terminator line
     return out
 
@@ -252,9 +286,8 @@ def _command_text(command: str, result: ToolResultBlock | None) -> str:
     if result is not None:
         code = result.metadata.get("returncode")
         status = str(code) if isinstance(code, int) else ("error" if result.is_error else "ok")
-    lines = [clip(line, _COMMAND_LINE) for line in shell_lines(command)]
-    lines = lines or [clip(command, _COMMAND_LINE)]
-    return f"[{status}] " + " ; ".join(lines)
+    lines = command_lines(command) or [clip(command, _COMMAND_LINE)]
+    return f"[{status}] " + "\n".join(lines)
 
 
 def extract_ledger(msgs: Sequence[Msg]) -> list[tuple[LedgerKind, str]]:
@@ -286,9 +319,9 @@ def extract_ledger(msgs: Sequence[Msg]) -> list[tuple[LedgerKind, str]]:
                 found.extend(("symbol", s) for s in symbols(text))
                 if msg.role == "assistant":
                     for fence in _FENCE.finditer(text):
-                        lines = [clip(line, _COMMAND_LINE) for line in shell_lines(fence.group(1))]
+                        lines = command_lines(fence.group(1))
                         if lines:
-                            found.append(("command", "[?] " + " ; ".join(lines)))
+                            found.append(("command", "[?] " + "\n".join(lines)))
                 elif msg.role == "user":
                     found.extend(("error", clip(line)) for line in error_lines(text))
                     found.extend(("constraint", c) for c in _constraints(text))

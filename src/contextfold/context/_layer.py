@@ -60,9 +60,14 @@ def summary_budget(config: ContextConfig, size: int) -> int:
     return max(128, int((config.trigger_ratio - config.reserve_ratio) * size) // 2)
 
 
-def ledger_budget(config: ContextConfig, size: int) -> int:
-    """Tokens the ledger may take: ``ledger_ratio`` of the window, within the summary's."""
-    return min(int(config.layer.ledger_ratio * size), summary_budget(config, size) * 3 // 4)
+def ledger_budget(config: ContextConfig, size: int, compactions: int = 0) -> int:
+    """Tokens the ledger may take after ``compactions`` earlier compactions: ``ledger_ratio``
+    of the window, grown by a quarter of it per compaction up to ``ledger_max_ratio``,
+    within three quarters of the summary's."""
+    layer = config.layer
+    ratio = layer.ledger_ratio * (1 + compactions / 4)
+    ratio = min(ratio, max(layer.ledger_ratio, layer.ledger_max_ratio))
+    return min(int(ratio * size), summary_budget(config, size) * 3 // 4)
 
 
 def request_budget(config: ContextConfig, size: int) -> int:
@@ -318,8 +323,8 @@ class SummaryLayer:
         room = budget - self.tokens(counter)
         if room < budget // 3:
             return None
-        ledger = ledger_budget(config, size)
         listed = self.ledger
+        ledger = ledger_budget(config, size, listed.compactions)
         ledger_room = ledger - (counter.count_text(listed.render()) if listed.entries else 0)
         if ledger and ledger_room < ledger // 3:
             return None

@@ -15,6 +15,7 @@ module merges, ranks, selects and renders them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
@@ -55,9 +56,17 @@ _KIND_CAP: dict[LedgerKind, int] = {
     "edit": 40,
     "symbol": 30,
     "identifier": 20,
+    "error": 40,
 }
 """Most entries rendered of the kinds that are context rather than record: past these,
-they would crowd out the commands, files and errors the next step needs."""
+they would crowd out the commands, files and errors the next step needs. Errors rank
+first, so without a cap one failing test run (fifty ``ERROR test_x`` lines) would take the
+whole budget from the commands."""
+
+_STATUS = re.compile(r"^\[([^\]]*)\] ")
+"""A command's exit status prefix: ``[0] ``, ``[1, 0] `` (the statuses of its runs)."""
+_STATUSES = 3
+"""Most statuses shown per command (the latest runs')."""
 
 
 class LedgerEntry(BaseModel):
@@ -69,6 +78,8 @@ class LedgerEntry(BaseModel):
     """The compaction (1, 2, ...) in which the fact was last seen."""
     uses: int = 1
     """In how many compactions the fact was seen."""
+    count: int = 1
+    """How often it was seen in all (a command: how often it was run)."""
 
 
 class ArtifactLedger(BaseModel):
@@ -77,52 +88,68 @@ class ArtifactLedger(BaseModel):
     entries: list[LedgerEntry] = []
     compactions: int = 0
     """Compactions merged into this ledger."""
+    dropped: int = 0
+    """Commands :meth:`select` left out for want of room (they stay in the saved
+    messages; the rendering says how many)."""
 
     def merge(self, found: Sequence[tuple[LedgerKind, str]]) -> ArtifactLedger:
         """This ledger with the facts of one more compaction (in order of appearance)."""
         index = self.compactions + 1
         merged: dict[tuple[str, str], LedgerEntry] = {
-            (e.kind, e.text): e.model_copy() for e in self.entries
+            _key(e.kind, e.text): e.model_copy() for e in self.entries
         }
         for kind, text in found:
-            key = (kind, text)
+            key = _key(kind, text)
             entry = merged.pop(key, None)
             if entry is None:
-                entry = LedgerEntry(kind=kind, text=text, last=index, uses=0)
+                entry = LedgerEntry(kind=kind, text=text, last=index, uses=0, count=0)
+            ran = True
+            if entry.count and kind == "command":
+                entry.text, ran = _rerun(entry.text, text)
             if entry.last != index or entry.uses == 0:
                 entry.uses += 1  # once per compaction: a log repeating a line is no use
+            entry.count += ran
             entry.last = index
             merged[key] = entry  # re-inserted: the most recently seen come last
         entries = list(merged.values())
+        dropped = self.dropped
         if len(entries) > _MAX_STORED:
             keep = {id(e) for e in _ranked(entries)[:_MAX_STORED]}
+            dropped += sum(e.kind == "command" and id(e) not in keep for e in entries)
             entries = [e for e in entries if id(e) in keep]
-        return ArtifactLedger(entries=entries, compactions=index)
+        return ArtifactLedger(entries=entries, compactions=index, dropped=dropped)
 
     def is_empty(self) -> bool:
         """True when nothing was found."""
         return not self.entries
 
-    def select(self, counter: TokenCounter, budget: int) -> ArtifactLedger:
-        """The best-ranked entries whose rendering fits ``budget`` tokens."""
+    def select(self, counter: TokenCounter, budget: int, stated: str = "") -> ArtifactLedger:
+        """The best-ranked entries whose rendering fits ``budget`` tokens.
+
+        Facts other than commands that ``stated`` holds verbatim (the user's messages the
+        summary keeps word for word) are left out: the request already shows them."""
         chosen: list[LedgerEntry] = []
         used = counter.count_text(_TITLE) + 8
+        if any(e.kind == "command" for e in self.entries):
+            used += counter.count_text(_dropped_line(99_999, readback=True)) + 2  # its room
         per_kind: dict[str, int] = {}
+        dropped = self.dropped
         for entry in _ranked(self.entries):
-            taken = per_kind.get(entry.kind, 0)
-            if taken >= _KIND_CAP.get(entry.kind, budget):
+            if stated and entry.kind != "command" and _stated(entry.text, stated):
                 continue
-            cost = counter.count_text(entry.text) + 2
+            taken = per_kind.get(entry.kind, 0)
+            cost = counter.count_text(_listed(_item(entry))) + 1
             if not taken:
                 cost += counter.count_text(_HEADINGS[entry.kind]) + 3
-            if used + cost > budget:
+            if taken >= _KIND_CAP.get(entry.kind, budget) or used + cost > budget:
+                dropped += entry.kind == "command"
                 continue
             chosen.append(entry)
             per_kind[entry.kind] = taken + 1
             used += cost
         order = {id(e): i for i, e in enumerate(self.entries)}
         chosen.sort(key=lambda e: order[id(e)])
-        return ArtifactLedger(entries=chosen, compactions=self.compactions)
+        return ArtifactLedger(entries=chosen, compactions=self.compactions, dropped=dropped)
 
     def render(self, said: str = "", *, readback: bool = True) -> str:
         """The facts as plain text, grouped by kind, most recently seen last.
@@ -138,7 +165,7 @@ class ArtifactLedger(BaseModel):
         changed = {e.text for e in self.entries if e.kind == "edit"}
         lines = [_TITLE if readback else _TITLE_NO_READBACK]
         for kind in _ORDER:
-            items = [e.text for e in self.entries if e.kind == kind]
+            items = [_item(e) for e in self.entries if e.kind == kind]
             if kind in ("file", "identifier"):
                 # Already on the page inside a command line: no need to say it twice.
                 items = [t for t in items if not any(t in c for c in commands)]
@@ -152,8 +179,59 @@ class ArtifactLedger(BaseModel):
                 lines.append(f"{_HEADINGS[kind]}: " + ", ".join(items))
             else:
                 lines.append(f"{_HEADINGS[kind]}:")
-                lines.extend(f"- {item}" for item in items)
+                if kind == "command" and self.dropped:
+                    lines.append(f"- {_dropped_line(self.dropped, readback=readback)}")
+                lines.extend(_listed(item) for item in items)
         return "\n".join(lines)
+
+
+def _key(kind: str, text: str) -> tuple[str, str]:
+    """What makes two facts the same: a command run again is the same command, whatever
+    its exit status."""
+    if kind == "command":
+        match = _STATUS.match(text)
+        if match is not None:
+            return (kind, text[match.end() :])
+    return (kind, text)
+
+
+def _rerun(seen: str, again: str) -> tuple[str, bool]:
+    """A command's text after it is seen again: the statuses of its latest runs, oldest
+    first (a repeat of the last one is not repeated), then the command; and whether this
+    is one more run. A command written in the text (status ``?``) and the run of it are one
+    run."""
+    old, new = _STATUS.match(seen), _STATUS.match(again)
+    if old is None or new is None:
+        return again, True
+    command = again[new.end() :]
+    statuses = old.group(1).split(", ")
+    if new.group(1) == "?":  # written out, not run: the status stands
+        return f"[{old.group(1)}] {command}", False
+    if statuses[-1] == "?":
+        statuses[-1] = new.group(1)
+        return f"[{', '.join(statuses)}] {command}", False
+    if statuses[-1] != new.group(1):
+        statuses = [*statuses, new.group(1)][-_STATUSES:]
+    return f"[{', '.join(statuses)}] {command}", True
+
+
+def _item(entry: LedgerEntry) -> str:
+    """One entry as listed: a command run more than once says how often."""
+    if entry.kind == "command" and entry.count > 1:
+        return f"{entry.text} (run {entry.count} times)"
+    return entry.text
+
+
+def _listed(item: str) -> str:
+    """An item as a list line: the lines of a multi-line command indented under its
+    first."""
+    return "- " + item.replace("\n", "\n  ")
+
+
+def _dropped_line(count: int, *, readback: bool) -> str:
+    """The line that says how many earlier commands are left out, and where they are."""
+    where = ": Search the saved messages for them" if readback else ""
+    return f"({count} earlier commands left out{where})"
 
 
 _TITLE = (

@@ -235,18 +235,24 @@ def _summary_plan(
         if base is not None:
             base = replace(base, context=tuple(redact_messages(base.context, redact)))
     found = extract_ledger(folded)
-    earlier = previous.ledger if previous is not None else ArtifactLedger()
-    ledger = earlier.merge(found).select(counter, ledger_budget(config, size))
-    part = None if previous is None else previous.room_for_part(config, size, counter)
-    ledgers = (
-        None if part is None else part_ledger(earlier, found, counter, part.ledger, rewrite=ledger)
-    )
     shown = previous.requests if previous is not None else ()
     asked = [m.text for m in folded if _is_request(m)]
     budget = request_budget(config, size)
     requests = select_requests(shown, asked, counter, budget)
     used = sum(counter.count_text(t) for t in shown)
     part_requests = select_requests((), asked, counter, max(0, budget - used))
+    earlier = previous.ledger if previous is not None else ArtifactLedger()
+    room = ledger_budget(config, size, earlier.compactions)
+    # What the user's kept messages say word for word, the ledger need not say again.
+    ledger = earlier.merge(found).select(counter, room, "\n".join(requests))
+    part = None if previous is None else previous.room_for_part(config, size, counter)
+    ledgers = (
+        None
+        if part is None
+        else part_ledger(
+            earlier, found, counter, part.ledger, rewrite=ledger, stated="\n".join(requests)
+        )
+    )
     caller_hints = () if request.instructions is None else (request.instructions,)
     options = config.summarizer_options
     summary_request = SummaryRequest(
@@ -298,7 +304,8 @@ def _too_little_freed(
         return False
     size = usage.context_size
     current = previous.tokens(counter) if previous is not None else 0
-    summary = max(current, ledger_budget(config, size))
+    done = previous.ledger.compactions if previous is not None else 0
+    summary = max(current, ledger_budget(config, size, done))
     freed = sum(folded) - summary + usage.summary
     fits = usage.total <= size - size // 10
     if freed < config.min_compaction_saving * size and fits:

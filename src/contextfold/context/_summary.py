@@ -78,20 +78,22 @@ def part_ledger(
     budget: int,
     *,
     rewrite: ArtifactLedger,
+    stated: str = "",
 ) -> tuple[ArtifactLedger, ArtifactLedger] | None:
     """The facts a part appended to the summary lists, and the whole layer's ledger; or
     ``None`` when the part has no room for a fact of this compaction that ``rewrite`` (the
     ledger a rewritten summary would list) keeps: appending keeps what rewriting would.
 
     A fact the earlier parts list already is not listed again (it counts as seen again in
-    the layer's ledger); of the new ones, the best-ranked that fit ``budget`` are.
+    the layer's ledger); of the new ones, the best-ranked that fit ``budget`` are (less
+    what ``stated``, the user's messages kept word for word, says already).
     """
     merged = previous.merge(found)
     listed = {(e.kind, e.text) for e in previous.entries}
     new = ArtifactLedger(
         entries=[e for e in merged.entries if (e.kind, e.text) not in listed],
         compactions=merged.compactions,
-    ).select(counter, budget)
+    ).select(counter, budget, stated)
     listed |= {(e.kind, e.text) for e in new.entries}
     kept = {(e.kind, e.text) for e in rewrite.entries if e.last == rewrite.compactions}
     if not kept <= listed:
@@ -99,6 +101,7 @@ def part_ledger(
     layer = ArtifactLedger(
         entries=[e for e in merged.entries if (e.kind, e.text) in listed],
         compactions=merged.compactions,
+        dropped=merged.dropped + new.dropped,
     )
     return new, layer
 
