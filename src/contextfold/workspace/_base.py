@@ -41,6 +41,7 @@ from ._names import (
     media_type_of,
     parse_ref,
 )
+from ._pieces import encode_pieces, join_pieces, message_lines
 from ._types import GrepMatch, ItemInfo
 
 __all__ = ["BaseWorkspace"]
@@ -170,7 +171,8 @@ class BaseWorkspace(ABC):
                         f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
                     )
             text = "\n".join(parts)
-        body = await asyncio.to_thread(text.encode) if len(text) > OFF_LOOP_BYTES else text.encode()
+        big = len(text) > OFF_LOOP_BYTES
+        body = await asyncio.to_thread(_encoded, text) if big else text.encode()
         name = await self._put_tool_result(skey, session_id, tkey, body)
         return self._display(ItemPath("tool_result", skey, name).rel)
 
@@ -410,17 +412,19 @@ def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context
         searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
+def _encoded(text: str) -> bytes:
+    """``text.encode()`` a megabyte at a time (see ``_pieces``)."""
+    return join_pieces(encode_pieces(text))
+
+
 async def _serialized(msgs: list[Msg]) -> bytes:
     """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
-    result) is serialized in a worker thread, a small one on the loop, where it costs less
-    than the hop and keeps the number of loop turns independent of thread timing."""
-
-    def dump() -> bytes:
-        return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
-
+    result) is serialized in a worker thread, a megabyte at a time (see ``_pieces``), a
+    small one on the loop, where it costs less than the hop and keeps the number of loop
+    turns independent of thread timing."""
     if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
-        return await asyncio.to_thread(dump)
-    return dump()
+        return await asyncio.to_thread(lambda: join_pieces(message_lines(msgs)))
+    return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
 
 
 def _rough_size(msg: Msg) -> int:

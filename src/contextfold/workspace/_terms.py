@@ -15,6 +15,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "MAX_DOC_CHARS",
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "TERMS_VERSION",
     "index_terms",
+    "message_parts",
     "message_text",
     "query_terms",
     "snippet",
@@ -138,9 +140,14 @@ def message_text(line: str) -> str:
         return line
     if not isinstance(data, dict):
         return line
+    return "\n".join(p for p in message_parts(data) if p)
+
+
+def message_parts(data: dict[str, Any]) -> list[str]:
+    """The texts of a parsed message, in order (``message_text`` joins the non-empty ones)."""
     content = data.get("content")
     if isinstance(content, str):
-        return content
+        return [content]
     parts: list[str] = []
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
@@ -161,7 +168,7 @@ def message_text(line: str) -> str:
                 parts.append(output)
             elif isinstance(output, list):
                 parts.extend(str(b.get("text", "")) for b in output if isinstance(b, dict))
-    return "\n".join(p for p in parts if p)
+    return parts
 
 
 _SNIPPET_CHARS = 240
