@@ -13,6 +13,7 @@ import binascii
 import io
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, BinaryIO, Self
 
@@ -30,6 +31,7 @@ from ..message import (
     ToolResultContent,
     URLSource,
 )
+from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
 from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
 from ._names import (
@@ -42,7 +44,7 @@ from ._names import (
     parse_ref,
 )
 from ._pieces import encode_pieces, join_pieces, message_lines
-from ._types import GrepMatch, ItemInfo
+from ._types import GrepMatch, ItemInfo, ItemPage
 
 __all__ = ["BaseWorkspace"]
 
@@ -241,6 +243,43 @@ class BaseWorkspace(ABC):
             return await asyncio.to_thread(self._infos, found)
         return self._infos(found)
 
+    async def glob_items(
+        self,
+        pattern: str = "**",
+        *,
+        session_id: str | None = None,
+        max_results: int = 200,
+        time_limit: float = 5.0,
+    ) -> ItemPage:
+        """The first ``max_results`` items whose path matches the glob ``pattern`` (see
+        ``glob_to_regex``), in path order, and whether more match; of one session with
+        ``session_id`` (with the data files it references), else of all.
+
+        Stops at the cap instead of listing everything: the backends that can list lazily
+        (Local, Memory) build only the items shown, and a pattern naming one session
+        (``sessions/<key>/*``) lists only that session. ``ValueError`` for a pattern that is
+        too long; ``TimeoutError`` when matching takes over ``time_limit`` seconds."""
+        self._require_init()
+        matcher = glob_to_regex(pattern)
+        skey = None if session_id is None else encode_key(session_id, what="session_id")
+        named = pattern_session(pattern)
+        if named == "" or (named is not None and skey is not None and named != skey):
+            return ItemPage((), more=False)  # no item of this scope can match
+        scope = skey if skey is not None else named
+        limit = max(1, max_results)
+        stream = self._item_stream() if scope is None else None
+        if stream is None:
+            found = await self._items(scope)
+            stream = sorted(found, key=lambda listed: listed[0].rel)
+        return await asyncio.to_thread(
+            first_matches, stream, matcher, limit, time_limit, self._display
+        )
+
+    def _item_stream(self) -> Iterable[Listed] | None:
+        """All items in path order, listed lazily in the thread that iterates them
+        (``None``: this backend lists them with :meth:`_items` and they are sorted)."""
+        return None
+
     def _infos(self, found: list[tuple[ItemPath, int, str | None]]) -> list[ItemInfo]:
         infos = [
             ItemInfo(
@@ -413,13 +452,13 @@ def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context
 
 
 def _encoded(text: str) -> bytes:
-    """``text.encode()`` a megabyte at a time (see ``_pieces``)."""
+    """``text.encode()`` in pieces (see ``_pieces``)."""
     return join_pieces(encode_pieces(text))
 
 
 async def _serialized(msgs: list[Msg]) -> bytes:
     """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
-    result) is serialized in a worker thread, a megabyte at a time (see ``_pieces``), a
+    result) is serialized in a worker thread, in pieces (see ``_pieces``), a
     small one on the loop, where it costs less than the hop and keeps the number of loop
     turns independent of thread timing."""
     if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:

@@ -27,7 +27,7 @@ HUGE_LINE = 1 << 20
 """Lines longer than this (bytes) are read by their skeleton."""
 
 _BIG = 1 << 16
-_WINDOW = 1 << 18
+_WINDOW = 1 << 16
 # The body of a JSON string as json.loads accepts it (no raw control characters, only
 # valid escapes): it stops at the closing quote, or before anything else.
 _BODY = re.compile(rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')

@@ -7,9 +7,10 @@ import dataclasses
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from . import _fts
+from ._glob import in_path_order
 from ._grep import Deadline, off_loop
 from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath, tool_file
@@ -143,6 +144,28 @@ class MemoryWorkspace(SearchableWorkspace):
                 if name in self._data:
                     out.append((ItemPath("data", None, name), len(self._data[name]), owner))
             return out
+
+    def _item_stream(self) -> Iterator[tuple[ItemPath, int, str | None]]:
+        """Data files, then each session's items, a session at a time (``_glob``); the
+        lock is taken per session, never for the whole listing."""
+        with self._lock:
+            data = [(ItemPath("data", None, n), len(b), None) for n, b in self._data.items()]
+            keys = list(self._ids)
+        data.sort(key=lambda listed: listed[0].name)
+
+        def items_of(key: str) -> list[tuple[ItemPath, int, str | None]]:
+            out: list[tuple[ItemPath, int, str | None]] = []
+            with self._lock:
+                sid = self._ids.get(key)
+                if sid is None:
+                    return out  # purged meanwhile
+                if key in self._context:
+                    out.append((ItemPath("context", key, CONTEXT_FILE), self._sizes[key], sid))
+                for name, body in self._tools.get(key, {}).items():
+                    out.append((ItemPath("tool_result", key, name), len(body), sid))
+            return out
+
+        yield from in_path_order(data, keys, items_of)
 
     async def _purge(self, skey: str) -> None:
         with self._lock:

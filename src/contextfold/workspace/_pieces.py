@@ -3,7 +3,7 @@
 A worker thread keeps the event loop free only between calls: a thread making one C call
 holds the GIL, and the loop with it, until the call returns. ``str.encode`` of a 100 MB
 tool result or ``model_dump_json`` of a 100 MB message is one such call (0.1 to 0.5 s).
-These helpers do the same work a megabyte at a time and give the same bytes: UTF-8 and
+These helpers do the same work 256K characters at a time and give the same bytes: UTF-8 and
 JSON string escaping both map each character on its own, so the pieces of a string
 encode to the pieces of its encoding. They are synchronous: call them in a worker thread.
 """
@@ -22,8 +22,8 @@ from ..message import Msg
 
 __all__ = ["PIECE_CHARS", "encode_pieces", "join_pieces", "message_lines"]
 
-PIECE_CHARS = 1 << 20
-"""Characters handled by one call: about a millisecond of encoding or escaping."""
+PIECE_CHARS = 1 << 18
+"""Characters handled by one call: well under a millisecond of encoding or escaping."""
 
 
 def encode_pieces(text: str) -> list[bytes]:

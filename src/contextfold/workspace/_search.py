@@ -18,7 +18,7 @@ from ._base import BaseWorkspace
 from ._grep import Deadline, off_loop
 from ._line_text import line_texts
 from ._names import CONTEXT_FILE, ItemPath, decode_key, encode_key, is_capped
-from ._terms import MAX_DOC_CHARS, index_terms, query_terms, snippet
+from ._terms import MAX_DOC_CHARS, index_terms_text, query_terms, snippet
 from ._types import ItemKind, SearchHit
 
 __all__ = [
@@ -72,7 +72,7 @@ def _snippets(texts: list[str], terms: list[str]) -> list[str]:
 def doc_terms(source: str) -> str:
     """The terms a document taken from ``source`` is indexed under, as the engines'
     tokenizers read them (one string, terms apart)."""
-    return " ".join(index_terms(source))
+    return index_terms_text(source)
 
 
 def context_docs(payload: bytes, first_line: int) -> list[Doc]:
