@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextfold.context import _offload
 from contextfold.message import (
     HintBlock,
     Msg,
@@ -114,3 +115,23 @@ def test_context_docs_of_a_huge_message_match_the_whole_parse() -> None:
     assert docs[0].text == message_text(lines[0])[:20_000]
     assert docs[0].source == message_text(lines[0])[:2_000_000]
     assert docs[1].text == "small one"
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(value=JSONISH)
+def test_offload_digest_in_pieces_is_the_single_digest(value: object) -> None:
+    """The engine's offload index key (``SessionOffload``) of a long tool result is
+    computed a piece at a time in a worker thread; it is the same key (keys are saved in
+    the session state, so a resumed session must find what it offloaded)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_offload, "_PIECE", 3)
+        assert _offload._digest_in_pieces("result", ["n", value]) == _offload._digest(
+            "result", ["n", value]
+        )
