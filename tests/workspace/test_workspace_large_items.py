@@ -9,15 +9,16 @@ the time the loop is held is measured by the hostile-load benchmark, not here.
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 
 import pytest
 import regex
 
-from contextfold.message import Msg, ToolResultBlock
+from contextfold.message import Base64Source, DataBlock, Msg, ToolResultBlock
 from contextfold.tool import readback_tools
-from contextfold.workspace import BaseWorkspace, LocalWorkspace, MemoryWorkspace
+from contextfold.workspace import BaseWorkspace, LocalWorkspace, MemoryWorkspace, glob_to_regex
+from contextfold.workspace._names import ItemPath
 
 LINES = 300_000
 BIG = "".join(
@@ -131,7 +132,7 @@ async def test_glob_of_many_items_is_capped_with_a_note(many: BaseWorkspace) -> 
         f"sessions/s{n:03d}/tool_result-c.txt\ttool_result\t1 bytes" for n in range(200)
     ]
     assert note == (
-        "(200 of 450 items shown, 250 more; narrow the pattern, e.g. "
+        "(200 items shown, more match; narrow the pattern, e.g. "
         "Glob('sessions/<session>/*'), or pass max_results)"
     )
     assert (await Glob("sessions/s44*/*")).split("\n") == [
@@ -186,4 +187,100 @@ async def test_grep_skips_a_planted_symlink_and_searches_the_rest(tmp_path: Path
     planted.symlink_to(tmp_path / "outside.txt")
     found = await ws.grep("needle", session_id="s1")
     assert [(m.path, m.line) for m in found] == [("sessions/s1/tool_result-b.txt", "needle b")]
+    await ws.close()
+
+
+ORDER_IDS = ["s1", "s1-a", "s10", "s1.b", "a", "Z", "s2", "\u00e9t\u00e9", "x/y", ".."]
+"""Ids whose folder names sort differently from their paths' order if done wrongly
+(``s1/`` vs ``s1-a/``), encoded ones, and odd ones."""
+
+
+@pytest.fixture(params=["local", "memory"])
+async def mixed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
+    ws: BaseWorkspace = (
+        LocalWorkspace(tmp_path / "w", fsync=False)
+        if request.param == "local"
+        else MemoryWorkspace()
+    )
+    await ws.initialize()
+    png = DataBlock(source=Base64Source(media_type="image/png", data="iVBORw0KGgo="))
+    for n, sid in enumerate(ORDER_IDS):
+        await ws.offload_tool_result(sid, ToolResultBlock(id=f"c{n % 3}", name="t", output="x"))
+        await ws.offload_tool_result(sid, ToolResultBlock(id="c0", name="t", output="again"))
+        if n % 2:
+            await ws.offload_context(sid, [Msg("u", f"hello {n}", "user")])
+        if n % 4 == 1:
+            await ws.offload_data(sid, png)
+    await ws.offload_data("a", DataBlock(source=Base64Source(media_type="image/gif", data="R0lG")))
+    yield ws
+    await ws.close()
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "**",
+        "*.txt",
+        "sessions/s1*/*",
+        "sessions/s1/*",
+        "data/*",
+        "**/context.jsonl",
+        "sessions/../*",
+    ],
+)
+@pytest.mark.parametrize("cap", [1, 3, 1000])
+@pytest.mark.parametrize("scoped", [None, "s1", "x/y"])
+async def test_glob_items_is_the_sorted_listing_cut_at_the_cap(
+    mixed: BaseWorkspace, pattern: str, cap: int, scoped: str | None
+) -> None:
+    everything = await mixed.list_items(scoped)
+    matcher = glob_to_regex(pattern)
+    want = [i for i in everything if matcher.fullmatch(i.path)]
+    page = await mixed.glob_items(pattern, session_id=scoped, max_results=cap)
+    assert list(page.items) == want[:cap]
+    assert page.more == (len(want) > cap)
+
+
+class CountingLocal(LocalWorkspace):
+    """Counts the session folders a call looks into."""
+
+    looked = 0
+
+    def _listed_id(self, skey: str) -> str | None:
+        self.looked += 1
+        return super()._listed_id(skey)
+
+
+class CountingMemory(MemoryWorkspace):
+    looked = 0
+
+    def _items_sync(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
+        self.looked += len(self._ids) if skey is None else 1
+        return super()._items_sync(skey)
+
+    def _item_stream(self) -> Iterator[tuple[ItemPath, int, str | None]]:
+        for listed in super()._item_stream():
+            self.looked += 1
+            yield listed
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+async def test_glob_looks_at_the_sessions_it_shows_not_all(kind: str, tmp_path: Path) -> None:
+    """Issue 28: a Glob over 114,000 sessions listed them all (and held the loop while
+    the collector went over the items) to show 200."""
+    ws: CountingLocal | CountingMemory = (
+        CountingLocal(tmp_path / "w", fsync=False) if kind == "local" else CountingMemory()
+    )
+    await ws.initialize()
+    for n in range(300):
+        await ws.offload_tool_result(f"s{n:03d}", ToolResultBlock(id="c", name="t", output="x"))
+    *_, Glob, _ = readback_tools(ws)
+    ws.looked = 0
+    assert (await Glob(max_results=5)).split("\n")[:5] == [
+        f"sessions/s{n:03d}/tool_result-c.txt\ttool_result\t1 bytes" for n in range(5)
+    ]
+    assert ws.looked <= 6
+    ws.looked = 0
+    assert await Glob("sessions/s123/*") == "sessions/s123/tool_result-c.txt\ttool_result\t1 bytes"
+    assert ws.looked <= 2
     await ws.close()

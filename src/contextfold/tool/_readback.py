@@ -19,6 +19,7 @@ from ..workspace import (
     GrepMatch,
     ItemInfo,
     SearchHit,
+    WorkspaceGlob,
     WorkspaceReader,
     WorkspaceSearch,
     glob_to_regex,
@@ -155,29 +156,35 @@ def readback_tools(
         Args:
             pattern: Glob over item paths; ``**`` spans directories, a pattern without
                 ``/`` matches file names (``*.txt``).
-            max_results: Maximum number of items to list (the rest are counted).
+            max_results: Maximum number of items to list.
         """
+        cap = max(1, max_results)
+        note = None
         try:
-            matcher = glob_to_regex(pattern)
-            items = await visible()
-            keep = await match_glob(matcher, [i.path for i in items], time_limit=grep_timeout)
+            if isinstance(reader, WorkspaceGlob):  # stops at the cap: lists no more
+                page = await reader.glob_items(
+                    pattern, session_id=session_id, max_results=cap, time_limit=grep_timeout
+                )
+                shown = list(page.items)
+                if page.more:
+                    note = f"{len(shown)} items shown, more match"
+            else:
+                matcher = glob_to_regex(pattern)
+                items = await visible()
+                keep = await match_glob(matcher, [i.path for i in items], time_limit=grep_timeout)
+                found = [info for info, k in zip(items, keep, strict=True) if k]
+                shown = found[:cap]
+                if len(found) > cap:
+                    note = f"{cap} of {len(found)} items shown, {len(found) - cap} more"
         except (WorkspaceError, ValueError, TimeoutError) as exc:
             return f"Error: {exc}"
-        cap = max(1, max_results)
-        shown: list[ItemInfo] = []
-        total = 0
-        for info, k in zip(items, keep, strict=True):
-            if k:
-                total += 1
-                if len(shown) < cap:
-                    shown.append(info)
         if not shown:
             return f"No offloaded items match {pattern!r}."
         rows = [f"{i.path}\t{i.kind}\t{i.size} bytes" for i in shown]
-        if total > len(shown):
+        if note is not None:
             rows.append(
-                f"({len(shown)} of {total} items shown, {total - len(shown)} more; narrow the "
-                "pattern, e.g. Glob('sessions/<session>/*'), or pass max_results)"
+                f"({note}; narrow the pattern, e.g. Glob('sessions/<session>/*'), or pass "
+                "max_results)"
             )
         return "\n".join(rows)
 

@@ -15,11 +15,18 @@ from ._local import LocalWorkspace
 from ._memory import MemoryWorkspace
 from ._names import decode_key, encode_key, glob_to_regex, parse_ref
 from ._postgres import PostgresWorkspace
-from ._protocol import DataOffloader, Offloader, SessionStore, WorkspaceReader, WorkspaceSearch
+from ._protocol import (
+    DataOffloader,
+    Offloader,
+    SessionStore,
+    WorkspaceGlob,
+    WorkspaceReader,
+    WorkspaceSearch,
+)
 from ._s3 import S3Workspace
 from ._search import SearchableWorkspace
 from ._sqlite import SQLiteWorkspace
-from ._types import GrepMatch, ItemInfo, ItemKind, SearchHit, SkippedEntry
+from ._types import GrepMatch, ItemInfo, ItemKind, ItemPage, SearchHit, SkippedEntry
 
 __all__ = [
     "BaseWorkspace",
@@ -28,6 +35,7 @@ __all__ = [
     "GrepMatch",
     "ItemInfo",
     "ItemKind",
+    "ItemPage",
     "Lease",
     "LeaseHolder",
     "LocalWorkspace",
@@ -41,6 +49,7 @@ __all__ = [
     "SessionLease",
     "SessionStore",
     "SkippedEntry",
+    "WorkspaceGlob",
     "WorkspaceReader",
     "WorkspaceSearch",
     "decode_key",

@@ -13,6 +13,7 @@ import binascii
 import io
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, BinaryIO, Self
 
@@ -30,6 +31,7 @@ from ..message import (
     ToolResultContent,
     URLSource,
 )
+from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
 from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
 from ._names import (
@@ -41,7 +43,8 @@ from ._names import (
     media_type_of,
     parse_ref,
 )
-from ._types import GrepMatch, ItemInfo
+from ._pieces import encode_pieces, join_pieces, message_lines
+from ._types import GrepMatch, ItemInfo, ItemPage
 
 __all__ = ["BaseWorkspace"]
 
@@ -170,7 +173,8 @@ class BaseWorkspace(ABC):
                         f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
                     )
             text = "\n".join(parts)
-        body = await asyncio.to_thread(text.encode) if len(text) > OFF_LOOP_BYTES else text.encode()
+        big = len(text) > OFF_LOOP_BYTES
+        body = await asyncio.to_thread(_encoded, text) if big else text.encode()
         name = await self._put_tool_result(skey, session_id, tkey, body)
         return self._display(ItemPath("tool_result", skey, name).rel)
 
@@ -238,6 +242,43 @@ class BaseWorkspace(ABC):
         if len(found) > _OFF_LOOP_ITEMS:  # 100,000 sessions take half a second to list
             return await asyncio.to_thread(self._infos, found)
         return self._infos(found)
+
+    async def glob_items(
+        self,
+        pattern: str = "**",
+        *,
+        session_id: str | None = None,
+        max_results: int = 200,
+        time_limit: float = 5.0,
+    ) -> ItemPage:
+        """The first ``max_results`` items whose path matches the glob ``pattern`` (see
+        ``glob_to_regex``), in path order, and whether more match; of one session with
+        ``session_id`` (with the data files it references), else of all.
+
+        Stops at the cap instead of listing everything: the backends that can list lazily
+        (Local, Memory) build only the items shown, and a pattern naming one session
+        (``sessions/<key>/*``) lists only that session. ``ValueError`` for a pattern that is
+        too long; ``TimeoutError`` when matching takes over ``time_limit`` seconds."""
+        self._require_init()
+        matcher = glob_to_regex(pattern)
+        skey = None if session_id is None else encode_key(session_id, what="session_id")
+        named = pattern_session(pattern)
+        if named == "" or (named is not None and skey is not None and named != skey):
+            return ItemPage((), more=False)  # no item of this scope can match
+        scope = skey if skey is not None else named
+        limit = max(1, max_results)
+        stream = self._item_stream() if scope is None else None
+        if stream is None:
+            found = await self._items(scope)
+            stream = sorted(found, key=lambda listed: listed[0].rel)
+        return await asyncio.to_thread(
+            first_matches, stream, matcher, limit, time_limit, self._display
+        )
+
+    def _item_stream(self) -> Iterable[Listed] | None:
+        """All items in path order, listed lazily in the thread that iterates them
+        (``None``: this backend lists them with :meth:`_items` and they are sorted)."""
+        return None
 
     def _infos(self, found: list[tuple[ItemPath, int, str | None]]) -> list[ItemInfo]:
         infos = [
@@ -410,17 +451,19 @@ def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context
         searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
+def _encoded(text: str) -> bytes:
+    """``text.encode()`` in pieces (see ``_pieces``)."""
+    return join_pieces(encode_pieces(text))
+
+
 async def _serialized(msgs: list[Msg]) -> bytes:
     """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
-    result) is serialized in a worker thread, a small one on the loop, where it costs less
-    than the hop and keeps the number of loop turns independent of thread timing."""
-
-    def dump() -> bytes:
-        return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
-
+    result) is serialized in a worker thread, in pieces (see ``_pieces``), a
+    small one on the loop, where it costs less than the hop and keeps the number of loop
+    turns independent of thread timing."""
     if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
-        return await asyncio.to_thread(dump)
-    return dump()
+        return await asyncio.to_thread(lambda: join_pieces(message_lines(msgs)))
+    return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
 
 
 def _rough_size(msg: Msg) -> int:

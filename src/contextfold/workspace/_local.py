@@ -16,11 +16,13 @@ import stat
 import time
 import uuid
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from .._exceptions import UnsafePathError, WorkspaceError
 from .._logging import logger
+from ._glob import in_path_order
 from ._grep import Deadline, off_loop
 from ._index_ro import query_read_only
 from ._lease import Lease, acquire_lease
@@ -387,28 +389,7 @@ class LocalWorkspace(SearchableWorkspace):
         out: list[tuple[ItemPath, int, str | None]] = []
         data_names: set[str] = set()
         for key in keys:
-            if key.startswith("."):
-                continue
-            sid = self._listed_id(key)
-            if sid is None:
-                continue
-            try:
-                dfd = open_dir(self._dir, "sessions", key)
-            except FileNotFoundError:
-                continue
-            try:
-                entries = stat_entries(dfd)
-                refs = read_file(self._dir, ("sessions", key), _REFS) if skey is not None else None
-            finally:
-                os.close(dfd)
-            for name, st in entries:
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                try:
-                    item = parse_ref(f"sessions/{key}/{name}")
-                except UnsafePathError:
-                    continue  # state, refs, temporaries
-                out.append((item, st.st_size, sid))
+            refs = self._session_items(key, out, with_refs=skey is not None)
             if refs:
                 data_names.update(x for x in refs.decode("ascii", "replace").split("\n") if x)
         try:
@@ -420,17 +401,62 @@ class LocalWorkspace(SearchableWorkspace):
         try:
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
-            for name in sorted(data_names):
-                try:
-                    item = parse_ref(f"data/{name}")
-                    st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
-                except (UnsafePathError, FileNotFoundError):
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    out.append((item, st.st_size, None if skey is None else self._listed_id(skey)))
+            owner = None if skey is None else self._listed_id(skey)
+            out.extend(_data_items(ddfd, sorted(data_names), owner))
         finally:
             os.close(ddfd)
         return out
+
+    def _session_items(
+        self, key: str, out: list[tuple[ItemPath, int, str | None]], *, with_refs: bool
+    ) -> bytes | None:
+        """Add session folder ``key``'s items to ``out``; its ``data.refs`` if asked."""
+        if key.startswith("."):
+            return None
+        sid = self._listed_id(key)
+        if sid is None:
+            return None
+        try:
+            dfd = open_dir(self._dir, "sessions", key)
+        except FileNotFoundError:
+            return None
+        try:
+            entries = stat_entries(dfd)
+            refs = read_file(self._dir, ("sessions", key), _REFS) if with_refs else None
+        finally:
+            os.close(dfd)
+        for name, st in entries:
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            try:
+                item = parse_ref(f"sessions/{key}/{name}")
+            except UnsafePathError:
+                continue  # state, refs, temporaries
+            out.append((item, st.st_size, sid))
+        return refs
+
+    def _item_stream(self) -> Iterator[tuple[ItemPath, int, str | None]]:
+        """Data files, then each session's items, a session at a time (``_glob``); a
+        generator, so nothing is listed until the thread iterating it starts."""
+        try:
+            ddfd = open_dir(self._dir, "data")
+        except FileNotFoundError:
+            if not self._read_only:
+                raise
+            data: list[tuple[ItemPath, int, str | None]] = []
+        else:
+            try:
+                data = _data_items(ddfd, sorted(e.name for e in os.scandir(ddfd)), None)
+            finally:
+                os.close(ddfd)
+
+        def items_of(key: str) -> list[tuple[ItemPath, int, str | None]]:
+            out: list[tuple[ItemPath, int, str | None]] = []
+            self._session_items(key, out, with_refs=False)
+            return out
+
+        keys = (k for k in self._session_keys() if not k.startswith("."))
+        yield from in_path_order(data, keys, items_of)
 
     # -- purge -----------------------------------------------------------------------------
 
@@ -523,3 +549,19 @@ class LocalWorkspace(SearchableWorkspace):
             if stat.S_ISREG(st.st_mode) and sid is not None:
                 kept.append(dataclasses.replace(hit, session_id=sid))
         return kept
+
+
+def _data_items(
+    ddfd: int, names: list[str], owner: str | None
+) -> list[tuple[ItemPath, int, str | None]]:
+    """The data files ``names`` of the open ``data`` directory that are regular files."""
+    out: list[tuple[ItemPath, int, str | None]] = []
+    for name in names:
+        try:
+            item = parse_ref(f"data/{name}")
+            st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
+        except (UnsafePathError, FileNotFoundError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((item, st.st_size, owner))
+    return out

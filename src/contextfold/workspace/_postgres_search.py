@@ -9,11 +9,13 @@ chunk order.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._grep import Deadline
+from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath
 from ._postgres_tables import Tables, decode_id
 from ._search import Doc, RawHit, context_docs, tool_doc
@@ -72,7 +74,11 @@ class PostgresSearch:
             payload = known.get(int(chunk["id"]))
             if payload is None:
                 payload = await self._body(chunk, ItemPath("context", skey, CONTEXT_FILE))
-            docs = context_docs(payload, lines)
+            docs = (
+                await asyncio.to_thread(context_docs, payload, lines)
+                if len(payload) > OFF_LOOP_BYTES  # seconds for 100 MB: not on the loop
+                else context_docs(payload, lines)
+            )
             await self._add_docs(con, skey, CONTEXT_FILE, docs)
             upto, lines = int(chunk["id"]), lines + len(docs)
         await con.execute(
@@ -93,7 +99,9 @@ class PostgresSearch:
             len(body),
         )
         if claimed:
-            await self._add_docs(con, skey, name, [tool_doc(body)])
+            big = len(body) > OFF_LOOP_BYTES
+            doc = await asyncio.to_thread(tool_doc, body) if big else tool_doc(body)
+            await self._add_docs(con, skey, name, [doc])
 
     async def _add_docs(self, con: Any, skey: str, name: str, docs: list[Doc]) -> None:
         await con.executemany(

@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from ..message import DataBlock, Msg, ToolResultBlock
-from ._types import GrepMatch, ItemInfo, SearchHit
+from ._types import GrepMatch, ItemInfo, ItemPage, SearchHit
 
-__all__ = ["DataOffloader", "Offloader", "SessionStore", "WorkspaceReader", "WorkspaceSearch"]
+__all__ = [
+    "DataOffloader",
+    "Offloader",
+    "SessionStore",
+    "WorkspaceGlob",
+    "WorkspaceReader",
+    "WorkspaceSearch",
+]
 
 
 @runtime_checkable
@@ -103,6 +110,25 @@ class WorkspaceSearch(Protocol):
         """Offloaded messages and tool results ranked for ``query``, best first; each hit's
         ``ref`` and ``offset`` open it with ``read``. ``ValueError`` for a query that is too
         long or has no words, ``TimeoutError`` past ``time_limit`` seconds."""
+        ...
+
+
+@runtime_checkable
+class WorkspaceGlob(Protocol):
+    """Optional: a glob over a reader's items that stops at its cap (the ``Glob`` tool), so
+    a workspace of 100,000 sessions is not listed whole to show 200 items."""
+
+    async def glob_items(
+        self,
+        pattern: str = "**",
+        *,
+        session_id: str | None = None,
+        max_results: int = 200,
+        time_limit: float = 5.0,
+    ) -> ItemPage:
+        """The first ``max_results`` items whose path matches ``pattern``, in path order,
+        and whether more match. ``ValueError`` for a bad pattern, ``TimeoutError`` past
+        ``time_limit`` seconds of matching."""
         ...
 
 

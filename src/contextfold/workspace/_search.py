@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from ._base import BaseWorkspace
 from ._grep import Deadline, off_loop
+from ._line_text import line_texts
 from ._names import CONTEXT_FILE, ItemPath, decode_key, encode_key, is_capped
-from ._terms import MAX_DOC_CHARS, index_terms, message_text, query_terms, snippet
+from ._terms import MAX_DOC_CHARS, index_terms_text, query_terms, snippet
 from ._types import ItemKind, SearchHit
 
 __all__ = [
@@ -71,17 +72,16 @@ def _snippets(texts: list[str], terms: list[str]) -> list[str]:
 def doc_terms(source: str) -> str:
     """The terms a document taken from ``source`` is indexed under, as the engines'
     tokenizers read them (one string, terms apart)."""
-    return " ".join(index_terms(source))
+    return index_terms_text(source)
 
 
 def context_docs(payload: bytes, first_line: int) -> list[Doc]:
-    """The documents of whole context-log lines appended at line ``first_line``."""
-    lines = payload.decode("utf-8", "replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    """The documents of whole context-log lines appended at line ``first_line``.
+
+    Line by line, and a huge line by its skeleton (``_line_text``): decoding a 100 MB
+    payload, or parsing a 100 MB line, in one call held the event loop."""
     docs = []
-    for i, line in enumerate(lines):
-        text = message_text(line)
+    for i, text in enumerate(line_texts(payload, MAX_DOC_CHARS + 1)):
         cut = len(text) > _TEXT_CHARS
         docs.append(
             Doc(

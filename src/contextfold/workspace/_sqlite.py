@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS states (skey TEXT PRIMARY KEY, body BLOB NOT NULL);
 """
 _SCHEMA += LEASES_SCHEMA
 
+_BLOB_PIECE = 1 << 20
+"""Bytes of a body written by one call."""
+
 
 class SQLiteWorkspace(SearchableWorkspace):
     """The workspace in one SQLite file, for a single machine without a directory tree.
@@ -136,8 +139,13 @@ class SQLiteWorkspace(SearchableWorkspace):
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
         def tx(c: sqlite3.Connection) -> None:
             _touch(c, skey, session_id)
-            c.execute("INSERT INTO context_chunks (skey, body) VALUES (?, ?)", (skey, payload))
-            _index_context(c, skey)
+            cur = c.execute(
+                "INSERT INTO context_chunks (skey, body) VALUES (?, zeroblob(?))",
+                (skey, len(payload)),
+            )
+            assert cur.lastrowid is not None
+            _write_blob(c, "context_chunks", cur.lastrowid, payload)
+            _index_context(c, skey, (cur.lastrowid, payload))
 
         await self._write(tx)
 
@@ -147,10 +155,13 @@ class SQLiteWorkspace(SearchableWorkspace):
             name = tool_file(tkey)
             while True:
                 cur = c.execute(
-                    "INSERT OR IGNORE INTO tool_results (skey, name, body) VALUES (?, ?, ?)",
-                    (skey, name, body),
+                    "INSERT OR IGNORE INTO tool_results (skey, name, body) "
+                    "VALUES (?, ?, zeroblob(?))",
+                    (skey, name, len(body)),
                 )
                 if cur.rowcount == 1:
+                    assert cur.lastrowid is not None
+                    _write_blob(c, "tool_results", cur.lastrowid, body)
                     _fts.add_docs(c, skey, name, [tool_doc(body)])
                     _fts.set_source(c, skey, name, 1, 1)
                     return name
@@ -310,13 +321,31 @@ class SQLiteWorkspace(SearchableWorkspace):
             raise WorkspaceError(f"SQLite workspace {self._path!r} failed: {exc}") from exc
 
 
-def _index_context(c: sqlite3.Connection, skey: str) -> None:
-    """Index the session's chunks past the indexed one (normally just the new one)."""
+def _write_blob(c: sqlite3.Connection, table: str, rowid: int, body: bytes) -> None:
+    """Fill the ``zeroblob`` just inserted a piece at a time: binding a 100 MB body copies
+    it in one call, holding the GIL (and so the event loop)."""
+    view = memoryview(body)
+    with c.blobopen(table, "body", rowid) as blob:
+        for start in range(0, len(view), _BLOB_PIECE):
+            blob.write(view[start : start + _BLOB_PIECE])
+
+
+def _index_context(
+    c: sqlite3.Connection, skey: str, fresh: tuple[int, bytes] | None = None
+) -> None:
+    """Index the session's chunks past the indexed one (normally just the new one,
+    ``fresh``: its id and body, not read back)."""
     upto, lines = _fts.get_source(c, skey, CONTEXT_FILE) or (0, 0)
     rows = c.execute(
-        "SELECT id, body FROM context_chunks WHERE skey = ? AND id > ? ORDER BY id", (skey, upto)
+        "SELECT id FROM context_chunks WHERE skey = ? AND id > ? ORDER BY id", (skey, upto)
     ).fetchall()
-    for chunk_id, body in rows:
+    for (chunk_id,) in rows:
+        if fresh is not None and chunk_id == fresh[0]:
+            body = fresh[1]
+        else:
+            (body,) = c.execute(
+                "SELECT body FROM context_chunks WHERE id = ?", (chunk_id,)
+            ).fetchone()
         docs = context_docs(bytes(body), lines)
         _fts.add_docs(c, skey, CONTEXT_FILE, docs)
         upto, lines = chunk_id, lines + len(docs)

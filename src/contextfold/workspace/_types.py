@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["GrepMatch", "ItemInfo", "ItemKind", "SearchHit", "SkippedEntry"]
+__all__ = ["GrepMatch", "ItemInfo", "ItemKind", "ItemPage", "SearchHit", "SkippedEntry"]
 
 ItemKind = Literal["context", "tool_result", "data"]
 
@@ -23,6 +23,15 @@ class ItemInfo:
     """Size in bytes of the stored content."""
     session_id: str | None
     """The owning session; ``None`` for data files listed outside a session."""
+
+
+@dataclass(frozen=True)
+class ItemPage:
+    """The first items matching a glob, in path order (``WorkspaceGlob.glob_items``)."""
+
+    items: tuple[ItemInfo, ...]
+    more: bool
+    """Whether further items match (not listed: the listing stopped at the cap)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""Large bodies encoded and serialized in pieces, so no single call holds the GIL long.
+
+A worker thread keeps the event loop free only between calls: a thread making one C call
+holds the GIL, and the loop with it, until the call returns. ``str.encode`` of a 100 MB
+tool result or ``model_dump_json`` of a 100 MB message is one such call (0.1 to 0.5 s).
+These helpers do the same work 256K characters at a time and give the same bytes: UTF-8 and
+JSON string escaping both map each character on its own, so the pieces of a string
+encode to the pieces of its encoding. They are synchronous: call them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from typing import Literal, get_origin
+
+import pydantic_core
+from pydantic import BaseModel
+
+from ..message import Msg
+
+__all__ = ["PIECE_CHARS", "encode_pieces", "join_pieces", "message_lines"]
+
+PIECE_CHARS = 1 << 18
+"""Characters handled by one call: well under a millisecond of encoding or escaping."""
+
+
+def encode_pieces(text: str) -> list[bytes]:
+    """``text.encode()``, as a list of pieces of at most ``PIECE_CHARS`` characters each."""
+    return [text[i : i + PIECE_CHARS].encode() for i in range(0, len(text), PIECE_CHARS)] or [b""]
+
+
+def join_pieces(pieces: list[bytes]) -> bytes:
+    """One bytes object; CPython's ``bytes.join`` copies over 1 MB without the GIL."""
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def message_lines(msgs: list[Msg]) -> list[bytes]:
+    """``"".join(f"{m.model_dump_json()}\\n" for m in msgs).encode()``, in pieces.
+
+    A message holding a string over ``PIECE_CHARS`` is dumped with that string replaced
+    by a placeholder, and the string's JSON form is put in its place a piece at a time.
+    """
+    out: list[bytes] = []
+    for msg in msgs:
+        out.extend(_message_pieces(msg))
+        out.append(b"\n")
+    return out
+
+
+def _message_pieces(msg: Msg) -> list[bytes]:
+    token = f"cfpiece{uuid.uuid4().hex}n"
+    hidden: dict[str, str] = {}
+
+    def hide(value: str) -> str:
+        key = f"{token}{len(hidden)}"
+        hidden[key] = value
+        return key
+
+    skeleton = _hide_strings(msg, hide)
+    if not hidden:
+        return [msg.model_dump_json().encode()]
+    raw = skeleton.model_dump_json().encode()
+    parts = re.split(rb'"(' + token.encode() + rb'\d+)"', raw)
+    if len(parts) != 2 * len(hidden) + 1:  # a placeholder not written once each: no risk
+        return [msg.model_dump_json().encode()]
+    out: list[bytes] = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(part)
+            continue
+        value = hidden[part.decode()]
+        out.append(b'"')
+        out.extend(
+            pydantic_core.to_json(value[j : j + PIECE_CHARS])[1:-1]
+            for j in range(0, len(value), PIECE_CHARS)
+        )
+        out.append(b'"')
+    return out
+
+
+def _hide_strings(model: BaseModel, hide: Callable[[str], str]) -> BaseModel:
+    """A copy of ``model`` with each string field (in nested models and lists of them)
+    over ``PIECE_CHARS`` replaced by ``hide(value)``; the model itself when none is."""
+    update: dict[str, object] = {}
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        if isinstance(value, str):
+            if len(value) > PIECE_CHARS and get_origin(field.annotation) is not Literal:
+                update[name] = hide(value)
+        elif isinstance(value, BaseModel):
+            new = _hide_strings(value, hide)
+            if new is not value:
+                update[name] = new
+        elif isinstance(value, list):
+            items = [_hide_strings(v, hide) if isinstance(v, BaseModel) else v for v in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                update[name] = items
+    return model.model_copy(update=update) if update else model
