@@ -151,8 +151,10 @@ class Agent:
             session_id=self.session_id,
             on_event=self._on_context_event,
             compression_hook=self._compression_hook,
-            # Without read-back tools, the engine's notes must not send the model to them.
-            readback=self._readback,
+            # Read-back tools turned off: the engine's notes must not send the model to
+            # them. An offloader that is no workspace keeps the spec's marker, which names
+            # where the whole output went (the contract of tests/workspace's protocol tests).
+            readback=readback_tools,
         )
         self._events = EventSink()
         self._lock = asyncio.Lock()
