@@ -182,6 +182,18 @@ def test_plan_on_runs_keeps_the_last_step_for_the_answer() -> None:
     assert steps == ["list_files", "read_file", "Grep", RUN_GREP, FINAL_TOOL]
 
 
+def test_a_heading_two_logs_hold_is_no_shared_finding() -> None:
+    heading = "## message 1: system prompt of the agent"
+    messages = [
+        _result(f"# Recorded agent run proj__a-1\n{heading}\nexit_status: Submitted"),
+        _result(f"# Recorded agent run proj__b-2\n{heading}\nexit_status: Submitted"),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
+    offered = constraint.schema["properties"]["shared"]["enum"]
+    assert heading not in offered
+    assert "exit_status: Submitted" in offered
+
+
 def test_plan_refuses_fewer_than_five_steps(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 5 steps"):
         Plan(DemoFiles.scan(_folder(tmp_path)), max_steps=4)
