@@ -19,21 +19,24 @@ pytestmark = pytest.mark.slow
 
 _SRC = Path(__file__).parents[2] / "src"
 _DATA = _SRC / "contextfold" / "cli" / "demo_data"
-_SEED = os.environ.get("CONTEXTFOLD_DEMO_SEED", "0")
-"""The embedded model's seed; ``CONTEXTFOLD_DEMO_SEED=n`` runs this module on another."""
+_SEEDS = os.environ.get("CONTEXTFOLD_DEMO_SEED", "0").split(",")
+"""The embedded model's seeds; ``CONTEXTFOLD_DEMO_SEED=n`` runs this module on another,
+``CONTEXTFOLD_DEMO_SEED=0,1,2,3,4`` on each of those (the acceptance of issue 31)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=_SEEDS, ids=[f"seed{s}" for s in _SEEDS])
 def demo_run(
+    request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One default demo run (piped, so the output is plain lines)."""
+    """One default demo run per seed (piped, so the output is plain lines)."""
+    seed = str(request.param).strip()
     workdir = tmp_path_factory.mktemp("demo") / "work"
     env = {**os.environ, "PYTHONPATH": str(_SRC), "COLUMNS": "200"}
     run = subprocess.run(
         [
             sys.executable,
-            *("-m", "contextfold.cli", "demo", "--workdir", str(workdir), "--seed", _SEED),
+            *("-m", "contextfold.cli", "demo", "--workdir", str(workdir), "--seed", seed),
         ],
         capture_output=True,
         text=True,
