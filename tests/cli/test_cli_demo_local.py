@@ -19,21 +19,24 @@ pytestmark = pytest.mark.slow
 
 _SRC = Path(__file__).parents[2] / "src"
 _DATA = _SRC / "contextfold" / "cli" / "demo_data"
-_SEED = os.environ.get("CONTEXTFOLD_DEMO_SEED", "0")
-"""The embedded model's seed; ``CONTEXTFOLD_DEMO_SEED=n`` runs this module on another."""
+_SEEDS = os.environ.get("CONTEXTFOLD_DEMO_SEED", "0").split(",")
+"""The embedded model's seeds; ``CONTEXTFOLD_DEMO_SEED=n`` runs this module on another,
+``CONTEXTFOLD_DEMO_SEED=0,1,2,3,4`` on each of those (the acceptance of issue 31)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=_SEEDS, ids=[f"seed{s}" for s in _SEEDS])
 def demo_run(
+    request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One default demo run (piped, so the output is plain lines)."""
+    """One default demo run per seed (piped, so the output is plain lines)."""
+    seed = str(request.param).strip()
     workdir = tmp_path_factory.mktemp("demo") / "work"
     env = {**os.environ, "PYTHONPATH": str(_SRC), "COLUMNS": "200"}
     run = subprocess.run(
         [
             sys.executable,
-            *("-m", "contextfold.cli", "demo", "--workdir", str(workdir), "--seed", _SEED),
+            *("-m", "contextfold.cli", "demo", "--workdir", str(workdir), "--seed", seed),
         ],
         capture_output=True,
         text=True,
@@ -77,7 +80,9 @@ def test_demo_reads_offloaded_content_back(
 ) -> None:
     run, _ = demo_run
     assert "offloaded content read back" in run.stdout
-    assert "↺ read-back Read(" in run.stdout
+    # The plan on recorded runs searches every log, then each run's log for its error.
+    assert '↺ read-back Grep(pattern="outcome of"' in run.stdout
+    assert '↺ read-back Grep(pattern="Error: |^FAILED", path=' in run.stdout
 
 
 def test_demo_reports_the_kv_cache_saving(
@@ -226,6 +231,47 @@ def test_demo_answer_holds_a_fact_only_a_read_back_after_compression_brought(
     readback, rest = _texts(messages, readback=True), _texts(messages, readback=False)
     facts = [f for fs in _correct_facts(answer).values() for f in fs]
     assert any(f in readback and f not in rest for f in facts), (facts, answer)
+
+
+_EXCEPTION_LINE = re.compile(
+    r"^(?:E\s+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failed): \S|^FAILED \S"
+)
+"""How Python ends a traceback (``pkg.SomeError: message``) and how pytest reports a failed
+test (``FAILED path::test``, ``E   Failed: ...``): written independently of the demo."""
+
+
+def _met_in_tool_outputs() -> dict[str, set[str]]:
+    """Per instance id, the error and failed-test lines of the run's tool outputs (the
+    user messages that carry a command's ``<returncode>``), read from the recording."""
+    met: dict[str, set[str]] = {}
+    for path in sorted(_DATA.glob("*.traj.json")):
+        data = json.loads(path.read_text())
+        lines = {
+            line.strip()
+            for msg in data["messages"]
+            if msg["role"] == "user" and "<returncode>" in str(msg["content"])
+            for line in str(msg["content"]).splitlines()
+            if _EXCEPTION_LINE.match(line.strip())
+        }
+        met[data["instance_id"]] = lines
+    return met
+
+
+def test_demo_answer_names_an_error_each_run_met(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    run, workdir = demo_run
+    _, answer = _answer(workdir)
+    met = _met_in_tool_outputs()
+    assert set(answer["runs"]) == set(met), answer  # every recorded run is reported
+    for run_id, facts in answer["runs"].items():
+        error = facts["error"].strip()
+        assert len(error) >= 12, (run_id, error)
+        assert any(error in line for line in met[run_id]), (run_id, error)
+    final = run.stdout.split("Final answer:", 1)[1].split("What happened", 1)[0]
+    assert "none seen" not in final
+    shared = " ".join(final.split()).split("Shared:", 1)[1]
+    assert not shared.lstrip().startswith("#"), shared  # a finding, not a log heading
 
 
 def test_demo_summarizer_reads_most_of_its_prompt_from_the_kv_cache(

@@ -21,9 +21,10 @@ from contextfold.cli._demo_choices import (
     grep_constraint,
     read_constraint,
     read_file_constraint,
+    run_grep_constraint,
 )
 from contextfold.cli._demo_files import DemoFiles, bundled_data_dir, render_file
-from contextfold.cli._demo_guide import FINAL_TOOL, Plan, render_answer
+from contextfold.cli._demo_guide import FINAL_TOOL, RUN_GREP, Plan, render_answer
 from contextfold.cli._demo_model import CacheMeter
 from contextfold.cli._demo_run import DemoSettings, run_demo
 from contextfold.cli._demo_view import LiveView, PlainView
@@ -143,6 +144,56 @@ def test_the_shared_finding_is_not_a_heading() -> None:
     assert shared == {"enum": ["exit_status Submitted; changed"]}
 
 
+def test_plan_on_runs_greps_every_log_then_each_runs_log_before_the_answer() -> None:
+    files = DemoFiles.scan(bundled_data_dir())
+    plan = Plan(files, max_steps=10)
+    steps = []
+    for i in range(10):
+        # One run's search is usable while a log is left to search (three here).
+        searched = sum(s.key == RUN_GREP for s in steps)
+        usable = frozenset({"read_file", "Grep", *([RUN_GREP] if searched < 3 else [])})
+        step = plan.step(i, usable=usable)
+        if step.tool == "read_file":
+            files.read.append(files.unread()[0])
+        steps.append(step)
+    assert [s.key or s.tool for s in steps] == [
+        "list_files",
+        "read_file",
+        "read_file",
+        "read_file",
+        "Grep",
+        RUN_GREP,
+        RUN_GREP,
+        RUN_GREP,
+        FINAL_TOOL,
+        FINAL_TOOL,
+    ]
+
+
+def test_plan_on_runs_keeps_the_last_step_for_the_answer() -> None:
+    files = DemoFiles.scan(bundled_data_dir())
+    plan = Plan(files, max_steps=5)
+    steps = []
+    for i in range(5):
+        step = plan.step(i)
+        if step.tool == "read_file":
+            files.read.append(files.unread()[0])
+        steps.append(step.key or step.tool)
+    assert steps == ["list_files", "read_file", "Grep", RUN_GREP, FINAL_TOOL]
+
+
+def test_a_heading_two_logs_hold_is_no_shared_finding() -> None:
+    heading = "## message 1: system prompt of the agent"
+    messages = [
+        _result(f"# Recorded agent run proj__a-1\n{heading}\nexit_status: Submitted"),
+        _result(f"# Recorded agent run proj__b-2\n{heading}\nexit_status: Submitted"),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
+    offered = constraint.schema["properties"]["shared"]["enum"]
+    assert heading not in offered
+    assert "exit_status: Submitted" in offered
+
+
 def test_plan_refuses_fewer_than_five_steps(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 5 steps"):
         Plan(DemoFiles.scan(_folder(tmp_path)), max_steps=4)
@@ -183,6 +234,57 @@ def test_grep_offers_the_phrases_quoted_in_the_context() -> None:
     assert props["glob"] == {"enum": ["*.txt"]}
 
 
+def test_grep_in_order_offers_the_next_search_the_task_quoted() -> None:
+    text = 'how it ended (Grep "outcome of"), the error (Grep "Error: |^FAILED ")'
+    first = grep_constraint(text, searched=[])
+    assert first is not None
+    assert first.schema["properties"]["pattern"] == {"enum": ["outcome of"]}
+    second = grep_constraint(text, searched=[("outcome of", None)])
+    assert second is not None
+    assert second.schema["properties"]["pattern"] == {"enum": ["Error: |^FAILED"]}
+
+
+_OUTCOMES = (
+    "s/r1.txt:880:## outcome of proj__a-1: exit_status Submitted; the patch changed a.py\n"
+    "s/r2.txt:96:## outcome of proj__b-2: exit_status Submitted; the patch changed b.py\n"
+    "s/r3.txt:12:## outcome of proj__c-3: exit_status Submitted; the patch changed c.py"
+)
+_TASK = 'ended (Grep "outcome of"), the error (Grep "Error: |^FAILED ")'
+
+
+def test_a_runs_search_offers_the_logs_tied_to_a_run_not_searched_yet() -> None:
+    runs = ["proj__a-1", "proj__b-2"]  # proj__c-3 was not read: its log is not offered
+    searched = [("outcome of", None), ("Error: |^FAILED", "s/r1.txt")]
+    constraint = run_grep_constraint(_OUTCOMES, _TASK, runs, searched)
+    assert constraint is not None
+    props = constraint.schema["properties"]
+    assert props["pattern"] == {"enum": ["Error: |^FAILED"]}
+    assert props["path"] == {"enum": ["s/r2.txt"]}
+    searched.append(("Error: |^FAILED", "s/r2.txt"))
+    assert run_grep_constraint(_OUTCOMES, _TASK, runs, searched) is None
+
+
+def test_a_runs_error_is_one_grep_matched_in_its_own_log() -> None:
+    messages = [
+        _result(_OUTCOMES, name="Grep"),
+        _result("s/r1.txt:698:FAILED tests/test_a.py::test_one", name="Grep"),
+        _result("s/r2.txt:428:sqlite3.OperationalError: no such table", name="Grep"),
+        _result("a loose line: KeyError: k", name="Grep"),
+    ]
+    constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2", "proj__c-3"], recorded=True)
+    runs = constraint.schema["properties"]["runs"]["properties"]
+    assert runs["proj__a-1"]["properties"]["error"] == {
+        "enum": ["FAILED tests/test_a.py::test_one"]
+    }
+    assert runs["proj__b-2"]["properties"]["error"] == {
+        "enum": ["sqlite3.OperationalError: no such table"]
+    }
+    # No error found in its log: the errors no run's log holds, or none seen.
+    assert runs["proj__c-3"]["properties"]["error"] == {
+        "enum": ["a loose line: KeyError: k", NO_ERROR]
+    }
+
+
 def test_read_offsets_come_from_grep_lines_within_the_item() -> None:
     text = "sessions/s/r1.txt:40:diff --git a/x.py b/x.py\nsessions/s/r1.txt:900:beyond"
     constraint = read_constraint(text, {"sessions/s/r1.txt": 100, "sessions/s/r2.txt": 50})
@@ -206,7 +308,7 @@ def test_answer_facts_are_strings_of_the_context() -> None:
     assert fact["error"] == {"enum": ["ValueError: bad input", NO_ERROR]}
 
 
-def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
+def test_a_runs_files_are_the_paths_on_the_context_lines_that_name_it() -> None:
     messages = [
         _result(
             "x:1:## outcome of proj__a-1: changed pkg/a.py\nx:2:## outcome of proj__b-2: "
@@ -215,10 +317,7 @@ def test_a_runs_evidence_is_the_context_lines_that_name_it() -> None:
     ]
     constraint = answer_constraint(messages, ["proj__a-1", "proj__b-2"], recorded=True)
     runs = constraint.schema["properties"]["runs"]["properties"]
-    assert runs["proj__a-1"]["properties"]["evidence"] == {
-        "enum": ["## outcome of proj__a-1: changed pkg/a.py"]
-    }
-    # Its files: the paths on those lines (one here, so no choice).
+    # One path on the line naming the run, so no choice.
     assert runs["proj__a-1"]["properties"]["files_changed"]["items"] == {"enum": ["pkg/a.py"]}
 
 

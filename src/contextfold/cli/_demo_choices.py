@@ -29,6 +29,7 @@ __all__ = [
     "paths_in",
     "read_constraint",
     "read_file_constraint",
+    "run_grep_constraint",
     "user_text",
 ]
 
@@ -43,6 +44,8 @@ _MAX_OPTIONS = 40
 _LINE = 90
 _READ_LIMIT = 15
 _GREP_RESULTS = 6
+_RUN_GREP_RESULTS = 1
+"""One run's search: its first match is the error it met; more would crowd the window."""
 _GREP_GLOB = "*.txt"
 """Tool results only: the compressed context's log holds whole messages per line."""
 _QUOTED = re.compile(r"\"([^\"\n]{3,40})\"")
@@ -50,6 +53,8 @@ _WORD = re.compile(r"(?<![\w-])[A-Za-z_][\w]{3,30}(?![\w-])")
 _SAFE_TERM = re.compile(r"^[\w][\w .:/-]*[\w:]$")
 _PATH = re.compile(r"(?<![\w/.-])[\w.-]+(?:/[\w.-]+)+\.[A-Za-z]{1,5}(?![\w/])")
 _ERROR = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b:|^\s*FAILED\b|^E\s+\w+")
+_GREP_LINE = re.compile(r"^(\S+?):\d+:(.*)$")
+"""A Grep match: ``path:line:text``."""
 _CODE = re.compile(r"^\s*(?:\d+\s+)?[-+]?\s*(?:raise|except|import|from|def|class|return|#)\b")
 
 
@@ -184,10 +189,17 @@ def search_terms(text: str) -> list[str]:
     return _unique(terms)[:_MAX_TERMS]
 
 
-def grep_constraint(text: str) -> Constraint | None:
+def grep_constraint(
+    text: str, *, searched: Iterable[tuple[str, str | None]] | None = None
+) -> Constraint | None:
     """``Grep``: a search term of ``text`` (what the user wrote: the task names what to
-    look for), over every offloaded tool result."""
+    look for), over every offloaded tool result. With ``searched`` (the searches made,
+    as pattern and path), only the next term in the order the user quoted them that no
+    search over every item has used: the task's searches, one after the other."""
     terms = search_terms(text)
+    if searched is not None:
+        everywhere = {pattern for pattern, path in searched if path is None}
+        terms = [t for t in quoted_terms(text) if t not in everywhere][:1]
     if not terms:
         return None
     schema = _object(
@@ -202,6 +214,63 @@ def grep_constraint(text: str) -> Constraint | None:
         (
             Choice("pattern", len(terms), "search terms the user quoted"),
             Choice("glob", 1, "globs"),
+            Choice("max_results", 1, "result limits"),
+        ),
+    )
+
+
+def quoted_terms(text: str) -> list[str]:
+    """The search terms the user quoted, in the order quoted (the order of the task)."""
+    return list(reversed(search_terms(text))) if _QUOTED.search(text) else []
+
+
+def grep_lines(text: str) -> dict[str, list[str]]:
+    """Per offloaded item, the lines Grep matched in it that ``text`` shows."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        match = _GREP_LINE.match(line)
+        if match is not None:
+            found.setdefault(match.group(1), []).append(match.group(2))
+    return found
+
+
+def run_logs(text: str, subjects: Sequence[str]) -> dict[str, str]:
+    """Per subject (a run's instance id), the offloaded item a Grep line of ``text`` ties
+    to it: the item where a matched line names the run (its "outcome of" line)."""
+    tied: dict[str, str] = {}
+    for path, lines in grep_lines(text).items():
+        for subject in subjects:
+            if subject not in tied and any(subject in line for line in lines):
+                tied[subject] = path
+    return tied
+
+
+def run_grep_constraint(
+    text: str, user: str, subjects: Sequence[str], searched: Iterable[tuple[str, str | None]]
+) -> Constraint | None:
+    """``Grep`` in one run's log: the next term the user quoted that no search over every
+    item has used, in a run's log the context ties to it (:func:`run_logs`) and that was
+    not searched for that term yet. None when every tied log was searched."""
+    done = set(searched)
+    everywhere = {pattern for pattern, path in done if path is None}
+    terms = [t for t in quoted_terms(user) if t not in everywhere][:1]
+    if not terms:
+        return None
+    logs = [p for p in _unique(run_logs(text, subjects).values()) if (terms[0], p) not in done]
+    if not logs:
+        return None
+    schema = _object(
+        {
+            "pattern": _enum(terms),
+            "path": _enum(logs),
+            "max_results": _enum([_RUN_GREP_RESULTS]),
+        }
+    )
+    return Constraint(
+        schema,
+        (
+            Choice("pattern", 1, "search terms the user quoted"),
+            Choice("path", len(logs), "run logs not searched yet, tied to a run in the context"),
             Choice("max_results", 1, "result limits"),
         ),
     )
@@ -273,6 +342,18 @@ def error_lines(text: str) -> list[str]:
         if _ERROR.search(line) and not _CODE.match(line) and '"' not in line:
             found.append(line[:_LINE])
     return _unique(found)
+
+
+def _errors_by_run(text: str, runs: Sequence[str]) -> dict[str, list[str]]:
+    """Per run, the error lines Grep matched in the log the context ties to it
+    (:func:`run_logs`); for a run with none, the error lines tied to no run, or
+    :data:`NO_ERROR`, the only honest value then."""
+    matched = grep_lines(text)
+    logs = run_logs(text, runs)
+    tied = {s: error_lines("\n".join(matched[logs[s]])) if s in logs else [] for s in runs}
+    taken = {e for found in tied.values() for e in found}
+    loose = [e for e in error_lines(text) if e not in taken][: _MAX_OPTIONS - 1]
+    return {s: tied[s][:_MAX_OPTIONS] or [*loose, NO_ERROR] for s in runs}
 
 
 def _shared_lines(results: Sequence[str]) -> list[str]:
@@ -360,7 +441,7 @@ def answer_constraint(
     choices: list[Choice] = []
     if recorded:
         paths = paths_in(text)[:_MAX_OPTIONS] or ["none seen"]
-        errors = [*error_lines(text)[: _MAX_OPTIONS - 1], NO_ERROR]
+        errors = _errors_by_run(text, named)
         evidence = evidence_lines(text, paths)
         per_run = {s: [e for e in evidence if s in e] or evidence for s in named}
         # A run's files are the paths on the lines that name it, when some do: the tiny
@@ -371,22 +452,22 @@ def answer_constraint(
         facts = {
             s: _object(
                 {
-                    "evidence": _enum(per_run[s]),
                     "files_changed": {
                         "type": "array",
                         "items": _enum(run_paths[s]),
                         "minItems": 1,
                         "maxItems": 1,
                     },
-                    "error": _enum(errors),
+                    "error": _enum(errors[s]),
                 }
             )
             for s in named
         }
+        # No "evidence" line per run: the answer of three runs then outgrew the model's
+        # 400 tokens, and the run's line is what its files and the shared phrase come from.
         choices += [
-            Choice("evidence", _fewest(per_run), "context lines naming a file (and the run)"),
             Choice("files_changed", _fewest(run_paths), "paths on those lines"),
-            Choice("error", len(errors), "error lines in the context"),
+            Choice("error", _fewest(errors), "error lines the context ties to the run"),
         ]
     else:
         own = _lines_by_file(messages)
@@ -399,7 +480,7 @@ def answer_constraint(
         # What every run's evidence says alike, e.g. how they all ended.
         # A heading ("## outcome of") is how the logs are laid out, not a finding.
         phrases = _common_phrases([per_run[s][0] for s in named])
-        shared = [p for p in phrases if "#" not in p] + shared
+        shared = [p for p in [*phrases, *shared] if "#" not in p]
     shared_schema: dict[str, Any] = (
         _enum(shared) if shared else {"type": "string", "maxLength": _LINE}
     )

@@ -146,9 +146,9 @@ class DemoFiles:
             """Give your final report to the user; call it once, when you are done.
 
             Args:
-                runs: For each run you investigated, by its instance id: the line that
-                    says how it ended ("evidence"), the files its patch changed
-                    ("files_changed") and the error or failing test it met ("error").
+                runs: For each run you investigated, by its instance id: the files its
+                    patch changed ("files_changed") and the error or failing test it met
+                    ("error").
                 shared: One line on what the runs have in common.
             """
             return json.dumps({"runs": runs, "shared": shared})

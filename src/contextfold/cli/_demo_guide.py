@@ -28,6 +28,7 @@ from ._demo_choices import (
     grep_constraint,
     read_constraint,
     read_file_constraint,
+    run_grep_constraint,
     user_text,
 )
 from ._demo_files import DemoFiles
@@ -39,6 +40,8 @@ __all__ = [
     "FINAL_TOOL",
     "PLAN_TEXT",
     "READBACK_TOOLS",
+    "RUNS_PLAN_TEXT",
+    "RUN_GREP",
     "Guide",
     "GuideNote",
     "Plan",
@@ -51,33 +54,59 @@ FINAL_TOOL = "final_answer"
 READBACK_TOOLS = frozenset({"Read", "Grep", "Glob"})
 
 
+RUN_GREP = "Grep:run"
+"""The constraint of a Grep in one run's log (the tool is Grep)."""
+
+
 @dataclass(frozen=True)
 class PlanStep:
-    """One step: the tool it forces and what it is for."""
+    """One step: the tool it forces, what it is for, and which of the guide's
+    constraints its arguments are decoded under (the tool's own by default)."""
 
     tool: str
     purpose: str
+    key: str = ""
+
+    @property
+    def constraint(self) -> str:
+        """The name of the constraint this step's arguments are decoded under."""
+        return self.key or self.tool
 
 
 _LIST = PlanStep("list_files", "see what the folder holds")
+_FINAL = PlanStep(FINAL_TOOL, "write the report")
 _READBACK = (
     PlanStep("Read", "read offloaded content back"),
     PlanStep("Grep", "search the offloaded content"),
-    PlanStep(FINAL_TOOL, "write the report"),
+    _FINAL,
 )
+_RUNS_READBACK = (
+    PlanStep("Grep", "find how each run ended, in every offloaded log"),
+    PlanStep("Grep", "find the error a run met, in its offloaded log", RUN_GREP),
+    _FINAL,
+)
+"""Recorded runs: the error search is repeated, one run's log per step, right before the
+answer, so the lines it finds are still in the context when the answer is written."""
 PLAN_TEXT = (
     "list_files; read_file, one file per step, until the context has been compressed (or "
     "no unread file is named in the context); Read and Grep over the offloaded content; "
     "final_answer"
 )
 """The plan, as the viewer is told it."""
+RUNS_PLAN_TEXT = (
+    "list_files; read_file, one recorded run per step, while unread runs are named in the "
+    "context; Grep how every run ended; Grep each run's offloaded log for the error it "
+    "met, one run per step; final_answer"
+)
+"""The plan on recorded runs, as the viewer is told it."""
 
 
 class Plan:
     """Which tool each step forces: read files until a compression, then read back.
 
     Reading stops early enough that the read-back steps and the answer fit ``max_steps``
-    (at least 5).
+    (at least 5). On recorded runs the read-back is a search over every log, then one
+    search per run's log (repeated while a log is left to search), then the answer.
     """
 
     def __init__(self, files: DemoFiles, max_steps: int) -> None:
@@ -91,6 +120,18 @@ class Plan:
         """The read-back step to take next."""
         self._steps: dict[int, PlanStep] = {}
         self._what = "a recorded run" if files.recorded_runs else "a file"
+        self._readback = _RUNS_READBACK if files.recorded_runs else _READBACK
+
+    @property
+    def text(self) -> str:
+        """The plan, as the viewer is told it."""
+        return RUNS_PLAN_TEXT if self.files.recorded_runs else PLAN_TEXT
+
+    def _room(self) -> int:
+        """Steps the read-back and the answer need after one more file is read."""
+        if self.files.recorded_runs:  # a search over all, one per run read, the answer
+            return len(self.files.read) + 3
+        return len(_READBACK)
 
     def step(self, index: int, *, usable: frozenset[str] | None = None) -> PlanStep:
         """The step at 0-based ``index`` (asking twice gives the same step). ``usable``
@@ -100,23 +141,26 @@ class Plan:
         if index in self._steps:
             return self._steps[index]
 
-        def ok(tool: str) -> bool:
-            return usable is None or tool in usable or tool == FINAL_TOOL
+        def ok(step: PlanStep) -> bool:
+            return usable is None or step.constraint in usable or step.tool == FINAL_TOOL
 
         left = self.max_steps - index
+        readback = self._readback
         if index == 0:
             step = _LIST
         elif not self._reading_done and not (
-            self.compressed or not ok("read_file") or left <= len(_READBACK)
+            self.compressed or not ok(PlanStep("read_file", "")) or left <= self._room()
         ):
             step = PlanStep("read_file", f"read {self._what}")
         else:
             self._reading_done = True
-            last = len(_READBACK) - 1
-            while self._next < last and not ok(_READBACK[self._next].tool):
+            last = len(readback) - 1
+            while self._next < last and not ok(readback[self._next]):
                 self._next += 1
-            step = _READBACK[self._next]
-            self._next = min(self._next + 1, last)
+            step = readback[self._next] if left > 1 else _FINAL
+            # One run's search repeats while a log is left to search and the answer fits.
+            if step.key != RUN_GREP or left <= 2:
+                self._next = min(self._next + 1, last)
         self._steps[index] = step
         return step
 
@@ -169,11 +213,23 @@ class Guide(Middleware):
     """Input tokens the model reported, summed over the agent's calls."""
     cached_tokens: int = 0
     """Of those, what the provider said it read from its prompt cache."""
+    searched: list[tuple[str, str | None]] = field(default_factory=list)
+    """The Grep calls made, as pattern and path (None: every item): what the plan's
+    searches have covered, which the context alone forgets once they are folded."""
     _constraints: dict[str, Constraint] = field(default_factory=dict)
+    _planned: PlanStep | None = None
+
+    def _constraint(self, tool: str) -> Constraint | None:
+        """The constraint of ``tool`` for the current call: the planned step's, when the
+        plan forced that tool."""
+        planned = self._planned
+        if self.guided and planned is not None and planned.tool == tool:
+            return self._constraints.get(planned.constraint)
+        return self._constraints.get(tool)
 
     def schema_for(self, tool: ToolSpec) -> dict[str, Any] | None:
         """The schema the current call's arguments of ``tool`` are decoded under."""
-        constraint = self._constraints.get(tool.name)
+        constraint = self._constraint(tool.name)
         return None if constraint is None else constraint.schema
 
     async def on_context_event(self, event: ContextEvent, agent: AgentView) -> None:
@@ -186,10 +242,17 @@ class Guide(Middleware):
             i for i in await self.reader.list_items(self.session_id) if i.kind == "tool_result"
         ]
         lines = {i.ref: len((await self.reader.read(i.ref)).splitlines()) for i in items}
+        user = user_text(ctx.messages)
+        runs = self.guided and self.files.recorded_runs  # the plan's searches, in order
         found: dict[str, Constraint | None] = {
             "list_files": Constraint({"type": "object", "properties": {}}),
             "read_file": read_file_constraint(self.files.unread(), text),
-            "Grep": grep_constraint(user_text(ctx.messages)),
+            "Grep": grep_constraint(user, searched=self.searched if runs else None),
+            RUN_GREP: (
+                run_grep_constraint(text, user, self.files.subjects(), self.searched)
+                if runs
+                else None
+            ),
             "Read": read_constraint(text, lines),
             FINAL_TOOL: answer_constraint(
                 ctx.messages, self.files.subjects(), recorded=self.files.recorded_runs
@@ -205,6 +268,7 @@ class Guide(Middleware):
         self.on_usage(ctx.step, ctx.model_input.usage)
         self._constraints = await self._narrowed(ctx)
         planned = self.plan.step(ctx.step, usable=frozenset(self._constraints))
+        self._planned = planned
         if self.guided:
             ctx.tool_choice = planned.tool
         self.on_call(ctx.step + 1, planned.tool if self.guided else "")
@@ -216,6 +280,9 @@ class Guide(Middleware):
         for block in response.content:
             if isinstance(block, ToolCallBlock):
                 self._record(ctx.step + 1, block.name, planned if self.guided else None)
+                if block.name == "Grep" and isinstance(block.input.get("pattern"), str):
+                    path = block.input.get("path")
+                    self.searched.append((block.input["pattern"], str(path) if path else None))
                 if block.name == FINAL_TOOL:
                     content.append(TextBlock(text=self._answer_text(block)))
                     continue
@@ -227,7 +294,7 @@ class Guide(Middleware):
         return response.model_copy(update={"content": text, "stop_reason": "end_turn"})
 
     def _record(self, step: int, tool: str, planned: PlanStep | None) -> None:
-        constraint = self._constraints.get(tool)
+        constraint = self._constraint(tool)
         record = StepRecord(step, tool, planned is not None, constraint)
         self.records.append(record)
         forced = f"plan forced {tool} ({planned.purpose})" if planned else f"model chose {tool}"

@@ -342,6 +342,8 @@ class Searcher:
                         if found is not None:
                             waiting.append((number, line, tuple(before), []))
                             self.remaining -= 1
+                            if not ctx:  # no context after: done now, not with the next line
+                                flush(final=False)
                     before.append(line)
         finally:
             flush(final=True)
