@@ -72,3 +72,18 @@ def test_only_breakpoints_make_the_anthropic_model_read_the_cache(session) -> No
     assert unmarked[1] == 0.0
     assert marked[1] > 0.8
     assert marked[0] < unmarked[0]
+
+
+async def test_the_cache_model_separates_drop_oldest_from_our_agent(session) -> None:  # type: ignore[no-untyped-def]
+    """The grader of the cost figure (Anthropic's cache rules, simulated) tells the trivial
+    loop from ours at 16k: dropping the oldest messages rewrites the prefix every step, so
+    it reads less from the cache and costs more, with the same tool (bash) and outputs."""
+    from benchmarks.fig_cost import agent
+
+    outputs = [50] * len(session.steps)
+    ours = await agent(session, 16_000, outputs, default_tools=False)
+    bash = ours["tool_list"]
+    trivial = price(drop_oldest_bodies(session, 16_000, bash), outputs, [], _with_breakpoints)
+    dollars, read, _ = ours["priced"]
+    assert read > trivial[1] + 0.05
+    assert dollars < trivial[0]
