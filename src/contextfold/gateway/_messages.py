@@ -175,14 +175,22 @@ def _summarizer(
     return ModelSummarizer(model, request="transcript"), lambda: model.spent
 
 
+async def _passed_through(
+    request: Request, transparent: tuple[TransparentMode, TransparentPolicy] | None, *, count: bool
+) -> Response:
+    """A first-party upstream runs ``context_management`` itself: the request relayed as
+    sent, or as transparent mode forwards it when the client asks for nothing."""
+    if transparent is not None:
+        return await _transparent_relay(request, *transparent, count=count)
+    return await relay(request, "anthropic")
+
+
 async def messages(request: Request) -> Response:
     """Create a message, with the request's context edits applied here."""
     gateway = gateway_of(request)
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
-        if transparent is not None:
-            return await _transparent_relay(request, *transparent, count=False)
-        return await relay(request, "anthropic")
+        return await _passed_through(request, transparent, count=False)
     edited = await _edited(request, compaction=True)
     if isinstance(edited, Response):
         return edited
@@ -268,9 +276,7 @@ async def count_tokens(request: Request) -> Response:
     gateway = gateway_of(request)
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
-        if transparent is not None:
-            return await _transparent_relay(request, *transparent, count=True)
-        return await relay(request, "anthropic")
+        return await _passed_through(request, transparent, count=True)
     edited = await _edited(request, compaction=False)
     if isinstance(edited, Response):
         return edited

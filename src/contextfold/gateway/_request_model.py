@@ -28,8 +28,8 @@ class RequestModel(ChatModelBase):
         model_name: str,
         *,
         headers: Iterable[tuple[str, str]],
-        drop_betas: frozenset[str],
         counter: TokenCounter,
+        drop_betas: frozenset[str] = frozenset(),
         max_tokens: int = 8192,
         context_size: int = 200_000,
     ) -> None:
@@ -56,10 +56,29 @@ class RequestModel(ChatModelBase):
             "max_tokens": self.max_tokens,
             **anthropic_request(messages, tools, tool_choice),
         }
+        raw = await self._post("/v1/messages", body)
+        try:
+            answer = json.loads(raw)
+            msg = from_anthropic_message(answer)
+        except ValueError as exc:
+            raise ModelConnectionError(f"the upstream's answer is not a message: {exc}") from None
+        if msg.usage is not None:
+            self._spend(msg.usage)
+        stop = answer.get("stop_reason") if isinstance(answer, dict) else None
+        return ChatResponse(
+            content=list(msg.blocks()),
+            usage=msg.usage,
+            stop_reason=stop if isinstance(stop, str) else None,
+            model=self.model_name,
+        )
+
+    async def _post(self, path: str, body: dict[str, object]) -> bytes:
+        """``body`` sent to ``path`` upstream with the client's headers; the answer's bytes,
+        or the library's error for a failed call."""
         try:
             response = await self._upstream.open(
                 "POST",
-                "/v1/messages",
+                path,
                 query="",
                 headers=self._headers,
                 body=json.dumps(body, ensure_ascii=False).encode(),
@@ -72,22 +91,12 @@ class RequestModel(ChatModelBase):
             raise ServerError(f"the upstream answered {response.status_code}")
         if response.status_code >= 400:
             raise BadRequestError(f"the upstream answered {response.status_code}")
-        try:
-            answer = json.loads(raw)
-            msg = from_anthropic_message(answer)
-        except ValueError as exc:
-            raise ModelConnectionError(f"the upstream's answer is not a message: {exc}") from None
-        if msg.usage is not None:
-            self.spent = Usage(
-                input_tokens=self.spent.input_tokens + msg.usage.input_tokens,
-                output_tokens=self.spent.output_tokens + msg.usage.output_tokens,
-                cache_read_tokens=self.spent.cache_read_tokens + msg.usage.cache_read_tokens,
-                cache_write_tokens=self.spent.cache_write_tokens + msg.usage.cache_write_tokens,
-            )
-        stop = answer.get("stop_reason") if isinstance(answer, dict) else None
-        return ChatResponse(
-            content=list(msg.blocks()),
-            usage=msg.usage,
-            stop_reason=stop if isinstance(stop, str) else None,
-            model=self.model_name,
+        return raw
+
+    def _spend(self, usage: Usage) -> None:
+        self.spent = Usage(
+            input_tokens=self.spent.input_tokens + usage.input_tokens,
+            output_tokens=self.spent.output_tokens + usage.output_tokens,
+            cache_read_tokens=self.spent.cache_read_tokens + usage.cache_read_tokens,
+            cache_write_tokens=self.spent.cache_write_tokens + usage.cache_write_tokens,
         )

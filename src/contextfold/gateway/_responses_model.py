@@ -9,10 +9,10 @@ client's own headers (credentials included, forwarded and not kept), ``store: fa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from .._exceptions import BadRequestError, ModelConnectionError, ServerError
+from .._exceptions import ModelConnectionError
 from ..message import (
     HintBlock,
     Msg,
@@ -23,9 +23,8 @@ from ..message import (
     ToolSpec,
     Usage,
 )
-from ..model import ChatModelBase, ChatResponse
-from ..token import TokenCounter
-from ._upstream import Upstream, UpstreamFailure
+from ..model import ChatResponse
+from ._request_model import RequestModel
 
 __all__ = ["ResponsesRequestModel", "responses_request"]
 
@@ -112,27 +111,8 @@ def _content(output: Any) -> list[TextBlock | ToolCallBlock]:
     return blocks
 
 
-class ResponsesRequestModel(ChatModelBase):
+class ResponsesRequestModel(RequestModel):
     """``model_name`` behind the gateway's Responses upstream, called with ``headers``."""
-
-    def __init__(
-        self,
-        upstream: Upstream,
-        model_name: str,
-        *,
-        headers: Iterable[tuple[str, str]],
-        counter: TokenCounter,
-        max_tokens: int = 8192,
-        context_size: int = 200_000,
-    ) -> None:
-        super().__init__(
-            model_name, context_size=context_size, max_retries=0, token_counter=counter
-        )
-        self._upstream = upstream
-        self._headers = list(headers)
-        self.max_tokens = max_tokens
-        self.spent = Usage()
-        """What the calls so far cost, as the upstream reported it."""
 
     async def _generate(
         self,
@@ -147,21 +127,7 @@ class ResponsesRequestModel(ChatModelBase):
             "store": False,
             **responses_request(messages, tools, tool_choice),
         }
-        try:
-            response = await self._upstream.open(
-                "POST",
-                "/v1/responses",
-                query="",
-                headers=self._headers,
-                body=json.dumps(body, ensure_ascii=False).encode(),
-            )
-            raw = await self._upstream.read(response)
-        except UpstreamFailure as failure:
-            raise ModelConnectionError(failure.message) from None
-        if response.status_code >= 500:
-            raise ServerError(f"the upstream answered {response.status_code}")
-        if response.status_code >= 400:
-            raise BadRequestError(f"the upstream answered {response.status_code}")
+        raw = await self._post("/v1/responses", body)
         try:
             answer = json.loads(raw)
         except ValueError as exc:
@@ -177,11 +143,7 @@ class ResponsesRequestModel(ChatModelBase):
                 output_tokens=int(reported.get("output_tokens") or 0),
                 cache_read_tokens=int(details.get("cached_tokens") or 0),
             )
-            self.spent = Usage(
-                input_tokens=self.spent.input_tokens + usage.input_tokens,
-                output_tokens=self.spent.output_tokens + usage.output_tokens,
-                cache_read_tokens=self.spent.cache_read_tokens + usage.cache_read_tokens,
-            )
+            self._spend(usage)
         content = _content(answer.get("output"))
         stop = "tool_use" if any(isinstance(b, ToolCallBlock) for b in content) else "end_turn"
         return ChatResponse(
