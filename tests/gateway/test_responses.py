@@ -591,3 +591,27 @@ def test_a_compaction_mid_tool_loop_keeps_the_call_in_progress_with_its_output(
     calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
     outputs = {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
     assert calls == outputs
+
+
+def test_a_restarted_gateway_accepts_the_items_it_sealed_before(
+    start_gateway: GatewayFactory, upstream: ScriptedUpstream, key_file: Path
+) -> None:
+    """The key file outlives the process: a gateway started again on the same state
+    directory expands the items the first one returned, for two conversations."""
+    before = start_gateway(timeout=5.0)
+    upstream.then_json(response("Linted.")).then_json(response("Read."))
+    items = [
+        client(before)
+        .responses.create(model=MODEL, input=history(task), context_management=compaction())
+        .output[0]
+        .model_dump(exclude_none=True)
+        for task in ("Fix the failing test.", "Explain the parser.")
+    ]
+    after = start_gateway(timeout=5.0)  # a new app: the key is read from the file
+    for item in items:
+        upstream.then_json(response("ok"))
+        client(after).responses.create(model=MODEL, input=[item, {"role": "user", "content": "go"}])
+    tasks = [text_of(summary_items(r.json()["input"])[0]) for r in upstream.received[2:]]
+    assert "Fix the failing test." in tasks[0]
+    assert "Explain the parser." in tasks[1]
+    assert key_file.exists()
