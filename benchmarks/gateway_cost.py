@@ -18,12 +18,25 @@ cache simulator (``contextfold.replay``: ``anthropic_blocks`` and the ``anthropi
   answers each request with the recorded response; priced on what the upstream received;
 - drop-oldest: the trivial strategy at the same window: the oldest messages dropped until
   the request fits (from an assistant message, behind a one-line user note, so no tool
-  call loses its result).
+  call loses its result);
+- LiteLLM (with ``--litellm PATH``): the same requests through LiteLLM's proxy with its
+  prompt compression on (:mod:`.gateway_cost_litellm`), priced on what it forwarded.
+
+Beside them, two columns explain the read share. "writes gateway / direct": the tokens
+each sequence writes to the cache; a gateway cannot write less than the new content of
+each call. "best share within the window": the highest read share any strategy can
+reach that forwards each call's new content and keeps every request within the window
+(by the gateway's count): each request at its largest, everything but the new content
+read (and nothing read after more than the cache lifetime without a call). Where direct
+requests pass the window, this is below direct's share: shorter requests with the same
+new content read a smaller part of what they send.
+
+Then the Codex sessions (:mod:`.gateway_cost_codex`), under OpenAI's cache rules.
 
     python -m benchmarks.gateway_cost [--window 200000 --window 100000] [--trigger 0.8]
-        [--keep 0.25]
+        [--keep 0.25] [--litellm /work/venv-litellm/bin/litellm] [--no-codex]
 
-Needs the ``gateway`` extra. Prints the Markdown table of BENCHMARKS.md.
+Needs the ``gateway`` extra. Prints the Markdown tables of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -48,8 +61,19 @@ from contextfold.token import AnthropicEstimator, TokenCounter
 
 from .fig_cache_validation import RecordedCall, Session, load_sessions, recordings_dir
 from .fig_gateway_latency import _serving
+from .gateway_cost_codex import run_codex
+from .gateway_cost_codex import table as codex_table
+from .gateway_cost_litellm import LITELLM_DOCS, litellm_version, through_litellm
 
-__all__ = ["Priced", "direct_bodies", "drop_oldest", "main", "price", "run_session"]
+__all__ = [
+    "Priced",
+    "best_share",
+    "direct_bodies",
+    "drop_oldest",
+    "main",
+    "price",
+    "run_session",
+]
 
 DROPPED_NOTE = "[Earlier messages were dropped to fit the context window.]"
 
@@ -236,6 +260,44 @@ def price(
     return Priced(dollars, uncached, write, read, new)
 
 
+def best_share(
+    bodies: Sequence[dict[str, Any]],
+    times: Sequence[float],
+    window: int,
+    counter: TokenCounter,
+    counts: CountCache,
+) -> float:
+    """The highest read share of any strategy that forwards each call's new content and
+    keeps each request within ``window`` by the gateway's count (see the module
+    docstring): request ``i`` at its largest, ``c_i = min(T_i, window x T_i / G_i)``
+    (``T_i`` its tokens under the pricing count, ``G_i`` under the gateway's), of
+    which at least its new content is not read (all of it after more than the cache
+    lifetime without a call). A bound: the cache's minimum length and lookback are
+    ignored."""
+    ttl = float(load_prices()["anthropic"].get("ttl_seconds", 300))
+    sent = unread = 0.0
+    previous: list[str] = []
+    last = None
+    for body, at in zip(bodies, times, strict=True):
+        blocks = anthropic_blocks(body, counter)
+        total = sum(b.tokens for b in blocks)
+        shared = 0
+        for block, key in zip(blocks, previous, strict=False):
+            if block.key != key:
+                break
+            shared += block.tokens
+        previous = [b.key for b in blocks]
+        gateway_count = counts.fixed(counter, body.get("system"), body.get("tools")) + sum(
+            counts.count(counter, m) for m in body["messages"]
+        )
+        cap = min(total, window * total / gateway_count) if gateway_count else total
+        expired = last is not None and at - last > ttl
+        sent += cap
+        unread += cap if expired or last is None else min(total - shared, cap)
+        last = at
+    return 1 - unread / sent if sent else 0.0
+
+
 def _outputs(session: Session) -> list[int]:
     """Output tokens per call as recorded (the answer's usage, in the next call's history);
     300 for the last call. The same in every variant: output is not what a gateway changes."""
@@ -261,11 +323,19 @@ class SessionResult:
     gateway: Priced
     dropped: Priced
     compactions: int
+    best: float
+    """The best read share within the window (:func:`best_share`)."""
+    litellm: Priced | None = None
 
 
 def run_session(
-    session: Session, policy: TransparentPolicy, counter: TokenCounter
+    session: Session,
+    policy: TransparentPolicy,
+    counter: TokenCounter,
+    litellm: Sequence[dict[str, Any]] | None = None,
 ) -> SessionResult:
+    """``session`` direct, through the gateway and dropped; ``litellm`` is what LiteLLM's
+    proxy forwarded for its calls, when it ran."""
     counts = CountCache()
     bodies = direct_bodies(session, counter)
     outputs = _outputs(session)
@@ -291,7 +361,13 @@ def run_session(
         price(forwarded, times, outputs, counter),
         price(dropped, times, outputs, counter),
         compactions,
+        best_share(bodies, times, policy.window, counter, counts),
+        price(litellm, times, outputs, counter) if litellm is not None else None,
     )
+
+
+def _cell(p: Priced | None) -> str:
+    return f"${p.dollars:.3f} ({100 * p.read_share:.1f}%)" if p is not None else "not run"
 
 
 def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
@@ -303,22 +379,24 @@ def table(results: Sequence[SessionResult], policy: TransparentPolicy) -> str:
         )
         rows.append(
             f"| {r.name} | {r.calls} | {r.peak:,} | {100 * r.recorded_share:.1f}% "
-            f"| ${r.direct.dollars:.3f} ({100 * r.direct.read_share:.1f}%) "
-            f"| ${r.gateway.dollars:.3f} ({100 * r.gateway.read_share:.1f}%) | {r.compactions} "
-            f"| ${r.dropped.dollars:.3f} ({100 * r.dropped.read_share:.1f}%) "
+            f"| {_cell(r.direct)} | {_cell(r.gateway)} | {r.compactions} "
             f"| {100 * (r.gateway.dollars / r.direct.dollars - 1):+.1f}% "
             f"| {100 * (r.gateway.read_share - r.direct.read_share):+.1f} "
-            f"| {100 * r.direct.ceiling:.1f}% / {100 * r.gateway.ceiling:.1f}% "
-            f"| {'yes' if met else 'no'} |"
+            f"| {r.gateway.write / max(r.direct.write, 1):.3f} "
+            f"| {100 * r.gateway.ceiling:.1f}% | {100 * r.best:.1f}% "
+            f"| {_cell(r.dropped)} | {_cell(r.litellm)} | {'yes' if met else 'no'} |"
         )
     return (
         f"Window {policy.window:,} tokens (gateway counter), trigger {policy.trigger}, keep "
         f"{policy.keep}, extractive summarizer.\n\n"
         "| session | calls | peak prompt (recorded) | recorded read share | direct $ (read share) "
-        "| gateway $ (read share) | gateway compactions | drop-oldest $ (read share) "
-        "| gateway vs direct | share diff (points) | perfect-cache share direct / gateway "
-        "| target met |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n"
+        "| gateway $ (read share) | gateway compactions | gateway vs direct "
+        "| share diff (points) | writes gateway / direct | gateway's perfect-cache share "
+        "| best share within the window | drop-oldest $ (read share) "
+        "| LiteLLM $ (read share) | target met |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 
@@ -346,12 +424,37 @@ def idle_memory(summary: str, sessions: int = 1_000) -> float:
     return (after - before) / sessions
 
 
+def _litellm_rows(
+    command: str, sessions: Sequence[Session], policy: TransparentPolicy, counter: TokenCounter
+) -> list[list[dict[str, Any]]]:
+    """What LiteLLM's proxy forwarded for each call of each session (one proxy for all),
+    its trigger where the gateway's is. A call it sent more than once (a retrieval
+    loop) is priced on its first request; a call it did not send stops the run."""
+    runs = []
+    for session in sessions:
+        bodies = direct_bodies(session, counter)
+        outputs = _outputs(session)
+        answers = [_response(session.calls, i, outputs[i]) for i in range(len(bodies))]
+        runs.append((session.name, bodies, answers))
+    received = through_litellm(command, runs, int(policy.trigger * policy.window))
+    out = []
+    for (name, _, _), calls in zip(runs, received, strict=True):
+        if any(not c for c in calls):
+            raise RuntimeError(f"LiteLLM forwarded no request for a call of {name}")
+        out.append([c[0] for c in calls])
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--window", type=int, action="append")
     parser.add_argument("--trigger", type=float, default=0.8)
     parser.add_argument("--keep", type=float, default=0.25)
     parser.add_argument("--only", default=None, help="sessions whose name contains this")
+    parser.add_argument(
+        "--litellm", default=None, help="the `litellm` command of a venv with litellm[proxy]"
+    )
+    parser.add_argument("--no-codex", action="store_true", help="skip the Codex sessions")
     parser.add_argument(
         "--memory", action="store_true", help="only the memory per idle conversation"
     )
@@ -365,10 +468,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
     if args.only:
         sessions = [s for s in sessions if args.only in s.name]
+    if args.litellm:
+        print(f"LiteLLM {litellm_version(args.litellm)}, prompt compression ({LITELLM_DOCS})\n")
     for window in args.window or [200_000, 100_000]:
         policy = TransparentPolicy(window=window, trigger=args.trigger, keep=args.keep)
-        results = [run_session(s, policy, counter) for s in sessions]
+        peer = (
+            _litellm_rows(args.litellm, sessions, policy, counter)
+            if args.litellm
+            else [None] * len(sessions)
+        )
+        results = [run_session(s, policy, counter, p) for s, p in zip(sessions, peer, strict=True)]
         print(table(results, policy), flush=True)
+        if not args.no_codex:
+            print(codex_table(run_codex(window, args.trigger), window, args.trigger), flush=True)
 
 
 if __name__ == "__main__":
