@@ -615,3 +615,47 @@ def test_a_restarted_gateway_accepts_the_items_it_sealed_before(
     assert "Fix the failing test." in tasks[0]
     assert "Explain the parser." in tasks[1]
     assert key_file.exists()
+
+
+def test_the_turn_in_progress_kept_by_a_compaction_is_forwarded_again_after_it(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    """The compacting request sends the summary and the call in progress; the next one
+    sends them again, byte for byte, so the prefix changes once per compaction."""
+    items = history("Fix the failing test.")
+    call = {"type": "function_call", "call_id": "call_9", "name": "shell", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_9", "output": "3 passed"}
+    items += [call, output]
+    upstream.then_json(response("All green."))
+    upstream.then_json(response("Committed."))
+    o = client(gateway)
+    first = o.responses.create(model=MODEL, input=items, context_management=compaction())
+    follow = [*items, *dumped(first.output), {"role": "user", "content": "Commit."}]
+    o.responses.create(model=MODEL, input=follow, context_management=compaction(100_000))
+    first_sent = upstream.received[0].json()["input"]
+    sent = upstream.received[1].json()["input"]
+    assert json.dumps(sent[: len(first_sent)]) == json.dumps(first_sent)
+    assert [text_of(i) for i in sent[len(first_sent) :]] == ["All green.", "Commit."]
+
+
+def test_a_compaction_in_a_long_tool_loop_keeps_only_its_newest_calls(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    """An agent's turn can be one user message and a hundred tool calls: the compaction
+    keeps the newest calls with their outputs (within a quarter of the threshold), not
+    the whole turn, and summarizes the rest."""
+    items = history("Fix the failing test.", steps=8)[:-2]  # still in the tool loop
+    upstream.then_json(response("Next step."))
+    answer = client(gateway).responses.create(
+        model=MODEL, input=items, context_management=compaction(2_000)
+    )
+    assert [o.type for o in answer.output] == ["compaction", "message"]
+    sent = upstream.received[0].json()["input"]
+    assert [i.get("type", "message") for i in sent] == [
+        "message",
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[-2:] == items[-2:]
+    assert text_of(sent[1]).startswith(SUMMARY_PREFIX)

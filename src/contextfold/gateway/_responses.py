@@ -54,7 +54,9 @@ from ._responses_items import (
     input_items,
     is_kept,
     messages_of,
+    recent,
     summary_message,
+    tail_digest,
     without_trigger,
 )
 from ._responses_model import ResponsesRequestModel
@@ -172,9 +174,13 @@ def _summarizer(
     return ModelSummarizer(chat, request="transcript"), lambda: chat.spent
 
 
-def _item(key: SealKey, summary: str) -> dict[str, Any]:
-    """The compaction item of ``summary`` (the same summary gives the same item)."""
-    token = key.seal({"v": 1, "summary": summary})
+def _item(key: SealKey, summary: str, tail: list[Any] | None = None) -> dict[str, Any]:
+    """The compaction item of ``summary`` and of the ``tail`` items it kept after the
+    summary (the same summary and tail give the same item)."""
+    payload: dict[str, Any] = {"v": 1, "summary": summary}
+    if tail:
+        payload |= {"tail": len(tail), "tail_sha": tail_digest(tail)}
+    token = key.seal(payload)
     digest = hashlib.sha256(token.encode()).hexdigest()
     return {"type": "compaction", "id": f"cmp_{digest[:32]}", "encrypted_content": token}
 
@@ -330,13 +336,15 @@ async def _compacted(
             return error_response("openai", 500, "the compaction summary could not be written")
         return None
     summary = written[0]
-    compacted = [*expanded.window(), summary_message(summary), *expanded.tail()]
+    # The tool loop in progress: its newest calls within a quarter of the threshold.
+    tail = recent(expanded.tail(), threshold // 4, lambda i: _count(state.counter, [i], {}))
+    compacted = [*expanded.window(), summary_message(summary), *tail]
     after = _count(state.counter, compacted, body)
     if after >= before:
         return None
     gateway.metrics.compactions += 1
     gateway.metrics.tokens_saved += before - after
-    return compacted, _item(state.key, summary)
+    return compacted, _item(state.key, summary, tail)
 
 
 async def _forward(

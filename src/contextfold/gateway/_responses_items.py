@@ -6,12 +6,19 @@ window ``/responses/compact`` documents: "all user messages, followed by a singl
 compaction item"); only the last compaction item counts; and before the upstream sees
 the input, that item becomes a user message holding its readable summary. Every
 compaction item is verified first: a forged one is an error, never skipped.
+
+A compaction made while the model is in a tool loop also keeps the newest calls of that
+loop with their outputs (:func:`recent`); its item records them (their number and
+digest), so the requests after it forward them again right after the summary, where the
+compacting request had them: the prefix the upstream cached changes once per compaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -27,7 +34,9 @@ __all__ = [
     "input_items",
     "is_kept",
     "messages_of",
+    "recent",
     "summary_message",
+    "tail_digest",
     "without_trigger",
 ]
 
@@ -120,14 +129,37 @@ def summary_message(summary: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
+def tail_digest(items: list[Any]) -> str:
+    """The digest of the items a compaction kept after its summary."""
+    data = json.dumps(items, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def recent(tail: list[Any], budget: int, size: Callable[[Any], int]) -> list[Any]:
+    """The newest items of ``tail`` (a tool loop in progress) within ``budget`` tokens,
+    each item's tokens by ``size``, starting on a call or a message, never on an output
+    (so no output loses its call); at least the newest such start."""
+    start, total = len(tail), 0
+    for k in range(len(tail) - 1, -1, -1):
+        total += size(tail[k])
+        if str(tail[k].get("type", "")).endswith("_output"):
+            continue
+        if start < len(tail) and total > budget:
+            break
+        start = k
+    return tail[start:]
+
+
 @dataclass(frozen=True)
 class Expanded:
     """An input with its compaction items read: the messages kept from before the last
-    item, that item's summary, and the items after it."""
+    item, that item's summary, the items of the turn in progress it kept (``carried``),
+    and the items after it."""
 
     kept: list[Any]
     summary: str | None
     after: list[Any]
+    carried: list[Any] = field(default_factory=list)
 
     @property
     def had_items(self) -> bool:
@@ -138,7 +170,7 @@ class Expanded:
         """The input as the upstream should see it."""
         if self.summary is None:
             return [*self.kept, *self.after]
-        return [*self.kept, summary_message(self.summary), *self.after]
+        return [*self.kept, summary_message(self.summary), *self.carried, *self.after]
 
     def window(self) -> list[Any]:
         """What stays through a new compaction: every kept message, before and after."""
@@ -147,8 +179,9 @@ class Expanded:
     def tail(self) -> list[Any]:
         """The items after the last kept message (the turn in progress: tool calls and
         their outputs), which the request being compacted still needs."""
-        last = max((i for i, item in enumerate(self.after) if is_kept(item)), default=-1)
-        return [item for item in self.after[last + 1 :] if not is_kept(item)]
+        loop = [*self.carried, *self.after]
+        last = max((i for i, item in enumerate(loop) if is_kept(item)), default=-1)
+        return [item for item in loop[last + 1 :] if not is_kept(item)]
 
 
 def expand(items: list[Any], key: SealKey) -> Expanded:
@@ -156,6 +189,7 @@ def expand(items: list[Any], key: SealKey) -> Expanded:
     did not seal) and split the input at the last one."""
     last = -1
     summary: str | None = None
+    payload: dict[str, Any] = {}
     for i, item in enumerate(items):
         if item.get("type") != "compaction":
             continue
@@ -174,7 +208,19 @@ def expand(items: list[Any], key: SealKey) -> Expanded:
         return Expanded([], None, list(items))
     kept = [item for item in items[:last] if is_kept(item)]
     after = [item for item in items[last + 1 :] if item.get("type") != "compaction"]
-    return Expanded(kept, summary, after)
+    return Expanded(kept, summary, after, _carried(items[:last], payload))
+
+
+def _carried(before: list[Any], payload: dict[str, Any]) -> list[Any]:
+    """The items the compaction kept after its summary, found where the client keeps
+    them (right before the item); none when the client dropped or changed them."""
+    n = payload.get("tail")
+    if not isinstance(n, int) or n <= 0 or n > len(before):
+        return []
+    found = before[len(before) - n :]
+    if any(is_kept(i) or i.get("type") == "compaction" for i in found):
+        return []
+    return found if tail_digest(found) == payload.get("tail_sha") else []
 
 
 def _text(content: Any) -> str:
