@@ -68,6 +68,7 @@ from .gateway_cost_litellm import LITELLM_DOCS, litellm_version, through_litellm
 __all__ = [
     "Priced",
     "best_share",
+    "count_compactions",
     "direct_bodies",
     "drop_oldest",
     "main",
@@ -313,6 +314,17 @@ def _outputs(session: Session) -> list[int]:
     return out
 
 
+def count_compactions(forwarded: Sequence[dict[str, Any]]) -> int:
+    """How many times the forwarded requests' first message became a new summary."""
+    firsts = [
+        m["content"][0].get("text", "") if isinstance(m["content"], list) else ""
+        for m in (b["messages"][0] for b in forwarded)
+    ]
+    return sum(
+        1 for a, b in itertools.pairwise(firsts) if a != b and b.startswith("This conversation")
+    )
+
+
 @dataclass(frozen=True)
 class SessionResult:
     name: str
@@ -342,13 +354,7 @@ def run_session(
     times = [c.at for c in session.calls]
     forwarded = through_gateway(session, bodies, outputs, policy)
     dropped = [drop_oldest(b, policy.window, counter, counts) for b in bodies]
-    summaries = [
-        m["content"][0].get("text", "")[:40] if isinstance(m["content"], list) else ""
-        for m in (b["messages"][0] for b in forwarded)
-    ]
-    compactions = sum(
-        1 for a, b in itertools.pairwise(summaries) if a != b and b.startswith("This conversation")
-    )
+    compactions = count_compactions(forwarded)
     recorded = sum(c.cache_read for c in session.calls) / max(
         sum(c.input_tokens for c in session.calls), 1
     )

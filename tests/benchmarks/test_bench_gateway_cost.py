@@ -6,9 +6,10 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 from benchmarks.fig_cache_validation import RecordedCall, Session
-from benchmarks.gateway_cost import best_share, direct_bodies, price
+from benchmarks.gateway_cost import best_share, count_compactions, direct_bodies, price
 from benchmarks.gateway_cost_codex import (
     codex_calls,
     drop_oldest,
@@ -125,3 +126,12 @@ def test_the_peer_is_litellm_prompt_compression_with_the_gateway_trigger() -> No
     assert params["compression_trigger"] == 80_000
     (model,) = config["model_list"]
     assert model["litellm_params"]["api_base"] == "http://127.0.0.1:1"
+
+
+def test_two_compactions_whose_summaries_start_alike_count_as_two() -> None:
+    def body(first: str) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": [{"type": "text", "text": first}]}]}
+
+    prefix = "This conversation continues from an earlier part that was compacted. Summary:"
+    bodies = [body("Fix it."), body(prefix + " one"), body(prefix + " one"), body(prefix + " two")]
+    assert count_compactions(bodies) == 2
