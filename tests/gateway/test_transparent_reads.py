@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ import httpx
 import pytest
 
 from contextfold.gateway import READ_TOOL, CountCache, ResultStore, TransparentPolicy
+from contextfold.gateway._transparent import ITEMS_HEADING
 from contextfold.token import AnthropicEstimator
 from contextfold.workspace import SQLiteWorkspace
 
@@ -513,3 +515,61 @@ def test_claude_codes_no_op_edit_is_still_reported_after_a_read_back(
     assert not leaks(reply.model_dump_json())
     assert len(upstream.received) == 2
     assert all("context_management" not in r.json() for r in upstream.received)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_error_on_a_read_back_round_reaches_the_client(
+    upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """Whole: the later round's error status and body as the upstream sent them.
+    Streamed (the headers are gone): an ``error`` event ends the stream, as Anthropic's
+    own mid-stream errors do."""
+    agent = Agent("Where is the needle defined?", "NEEDLE-E")
+    agent.long_step()
+    then_reader(upstream, 1)
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    upstream.then_json(overloaded, status=529)
+    with transparent_gateway(upstream, POLICY) as url:
+        if stream:
+            with pytest.raises(anthropic.APIStatusError, match="upstream failed"):
+                ask(url, agent, stream=True)
+        else:
+            with pytest.raises(anthropic.APIStatusError) as caught:
+                ask(url, agent, stream=False)
+            assert caught.value.status_code == 529
+            assert caught.value.body == overloaded
+    assert len(upstream.received) == 2
+
+
+def test_results_a_compaction_summarized_stay_readable(upstream: ScriptedUpstream) -> None:
+    """The summary ends with the items offloaded from the messages it replaced: the model
+    can still read a result back after its message left the request."""
+    agent = Agent("Find every needle.", "NEEDLE-K")
+    policy = TransparentPolicy(window=8_000, tool_result_limit=400)
+    with transparent_gateway(upstream, policy) as url:
+        for _ in range(30):
+            agent.long_step()
+            upstream.then_json(message("ok"))
+            agent.send(url)
+            first = upstream.received[-1].json()["messages"][0]["content"]
+            if isinstance(first, list) and ITEMS_HEADING in first[0]["text"]:
+                break
+        summary = first[0]["text"]
+        listed = re.findall(r"^- item (r[0-9a-f]{16}): ", summary, re.MULTILINE)
+        assert listed, "the conversation was compacted with offloaded results"
+        # The first result is no longer in the request; its item is read back whole.
+        assert "NEEDLE-K-0" not in json.dumps(upstream.received[-1].json())
+        call = {
+            "type": "tool_use",
+            "id": "toolu_read_k",
+            "name": READ_TOOL,
+            "input": {"id": listed[0]},
+        }
+        agent.history.append({"role": "user", "content": [{"type": "text", "text": "And 0?"}]})
+        upstream.then_json(message("", content=[call], stop_reason="tool_use"))
+        upstream.then_json(message("There."))
+        reply = agent.send(url)
+    read = upstream.received[-1].json()["messages"][-1]["content"][0]
+    assert "is_error" not in read
+    assert result_text(read).startswith(f"[item {listed[0]}, characters 0 to ")
+    assert reply.content[-1].text == "There."

@@ -27,6 +27,7 @@ conversation; the state is replaced only if that request compacts itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -330,6 +331,30 @@ async def _summarize(messages: Sequence[Any], previous: str | None, summarizer: 
     return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields)
 
 
+ITEMS_HEADING = "Tool results the gateway keeps whole (read them with " + READ_TOOL + "):"
+"""Heads the list of offloaded items a summary ends with, so they stay readable after
+the messages that named them were summarized."""
+_ITEM_LINE = re.compile(r"^- item r[0-9a-f]{16}: .*$", re.MULTILINE)
+MAX_LISTED_ITEMS = 50
+
+
+def _listed(summary: str, previous: str | None, summarized: Sequence[Any], cut: ResultCut) -> str:
+    """``summary`` followed by the items offloaded from ``summarized`` and those the
+    ``previous`` summary listed (the newest :data:`MAX_LISTED_ITEMS`): a pure function of
+    the history, written once per compaction, so the prefix stays byte-stable."""
+    if not cut.offload:
+        return summary
+    probe = ResultCut(cut.limit, cut.counter, True, {})
+    for message in summarized:
+        _transformed(message, probe)
+    lines = _ITEM_LINE.findall(previous or "")
+    for offload in probe.offloads.values():
+        first = offload.text.strip().split("\n", 1)[0][:80]
+        lines.append(f"- item {offload.id}: {len(offload.text)} characters, starting {first!r}")
+    kept = list(dict.fromkeys(lines))[-MAX_LISTED_ITEMS:]
+    return f"{summary}\n\n{ITEMS_HEADING}\n" + "\n".join(kept) if kept else summary
+
+
 async def _compacted(
     client: Sequence[Any],
     digests: Sequence[str],
@@ -339,6 +364,7 @@ async def _compacted(
     tokens: int,
     tally: Tally,
     summarizer: Summarizer,
+    offload: ResultCut,
 ) -> SessionState | None:
     """The state after a compaction of the request whose messages are ``forwarded``
     (``tokens`` in all, counted by ``tally``), or
@@ -357,6 +383,7 @@ async def _compacted(
                 state.summary,
                 summarizer,
             )
+            summary = _listed(summary, state.summary, client[state.cut : cut], offload)
         except Exception as exc:  # fail open: forward uncompacted, state unchanged
             logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
             return None
@@ -402,7 +429,7 @@ async def forward(
     compacted = False
     if tokens > policy.trigger * policy.window:
         done = await _compacted(
-            client, digests, state, policy, out["messages"], tokens, tally, summarizer
+            client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut
         )
         if done is not None:
             state = done
