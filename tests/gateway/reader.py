@@ -79,6 +79,13 @@ def events_of(answer: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             first = {"type": "text", "text": ""}
             text = block["text"]
             deltas = [{"type": "text_delta", "text": p} for p in (text[:4], text[4:]) if p]
+        elif block["type"] == "thinking":
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            thought = block["thinking"]
+            deltas = [
+                *({"type": "thinking_delta", "thinking": p} for p in (thought[:3], thought[3:])),
+                {"type": "signature_delta", "signature": block["signature"]},
+            ]
         else:
             first = {**block, "input": {}}
             raw = json.dumps(block["input"])

@@ -29,7 +29,7 @@ from contextfold.token import AnthropicEstimator
 from contextfold.workspace import SQLiteWorkspace
 
 from .conftest import SECRET
-from .reader import NOTE, answer_of, result_text, then_answer, then_reader
+from .reader import NOTE, answer_of, decide, result_text, then_answer, then_reader
 from .servers import ScriptedUpstream, free_port, message
 from .test_transparent import (
     CLAUDE_CODE_EDITS,
@@ -573,3 +573,31 @@ def test_results_a_compaction_summarized_stay_readable(upstream: ScriptedUpstrea
     assert "is_error" not in read
     assert result_text(read).startswith(f"[item {listed[0]}, characters 0 to ")
     assert reply.content[-1].text == "There."
+
+
+def test_a_streamed_round_with_thinking_is_sent_back_with_its_signature(
+    upstream: ScriptedUpstream,
+) -> None:
+    """Extended thinking: the round that called the tool goes back upstream with its
+    thinking block whole (text and signature, rebuilt from the deltas), and the client
+    gets the thinking as it was streamed."""
+    agent = Agent("Where is the needle defined?", "NEEDLE-H")
+    agent.long_step()
+    thinking = {"type": "thinking", "thinking": "The needle was cut out.", "signature": "c2lnbmVk"}
+
+    def thoughtful(_request: Any, got: Any) -> Any:
+        answer = decide(got.json())
+        answer["content"] = [thinking, *answer["content"]]
+        return answer_of(answer, True)
+
+    upstream.then(thoughtful)
+    then_reader(upstream, 1)
+    with transparent_gateway(upstream, POLICY) as url:
+        reply = ask(url, agent, stream=True)
+    assert [b.type for b in reply.content] == ["thinking", "text", "text"]
+    assert reply.content[0].thinking == thinking["thinking"]  # type: ignore[union-attr]
+    assert reply.content[0].signature == thinking["signature"]  # type: ignore[union-attr]
+    assert reply.content[-1].text == "Found: NEEDLE-H-0 is defined in src/config.py:42"  # type: ignore[union-attr]
+    sent_back = upstream.received[1].json()["messages"][-2]
+    assert sent_back["content"][0] == thinking
+    assert [b["type"] for b in sent_back["content"]] == ["thinking", "text", "tool_use"]

@@ -252,3 +252,26 @@ def test_without_a_tool_result_limit_the_openai_routes_are_relayed_byte_for_byte
     with serving(app) as url:
         httpx.post(f"{url}/v1/chat/completions", content=raw, headers={"authorization": "Bearer x"})
     assert upstream.received[0].body == raw
+
+
+def test_a_chained_responses_request_chains_its_read_back_round(
+    upstream: ScriptedUpstream,
+) -> None:
+    """With ``previous_response_id`` the upstream holds the conversation: the next round
+    is chained to the round that called the tool, with only the gateway's output as input."""
+    then_responses_reader(upstream, 2)
+    with gateway(upstream) as client:
+        final = client.responses.create(
+            model=MODEL,
+            previous_response_id="resp_earlier",
+            input=responses_history("NEEDLE-P")[2:],
+            tools=RESPONSES_TOOLS,
+        )
+    assert final.output_text.endswith("Found: NEEDLE-P is defined in src/config.py:42")
+    first, second = (r.json() for r in upstream.received)
+    assert first["previous_response_id"] == "resp_earlier"
+    assert second["previous_response_id"] == "resp_1"  # the round that called the tool
+    (output,) = second["input"]
+    assert output["type"] == "function_call_output"
+    assert output["call_id"] == "call_read_1"
+    assert "NEEDLE-P" in output["output"]
