@@ -601,3 +601,36 @@ def test_a_streamed_round_with_thinking_is_sent_back_with_its_signature(
     sent_back = upstream.received[1].json()["messages"][-2]
     assert sent_back["content"][0] == thinking
     assert [b["type"] for b in sent_back["content"]] == ["thinking", "text", "tool_use"]
+
+
+def test_a_client_that_leaves_during_a_read_back_round_cancels_it(
+    upstream: ScriptedUpstream,
+) -> None:
+    """The second round's stream goes quiet after each event; the client leaves after the
+    first bytes of it: the gateway hangs up on that round at once."""
+    from .servers import message_stream
+
+    agent = Agent("Where is the needle defined?", "NEEDLE-D")
+    agent.long_step()
+    then_reader(upstream, 1)
+    upstream.then_slow_stream(message_stream("x" * 40), gap=5)
+    body = {
+        "model": MODEL,
+        "max_tokens": 64,
+        "stream": True,
+        "system": SYSTEM,
+        "tools": TOOLS,
+        "messages": agent.wire(),
+    }
+    with transparent_gateway(upstream, POLICY) as url:
+        headers = {"x-api-key": SECRET, "anthropic-version": "2023-06-01"}
+        with httpx.stream(
+            "POST", f"{url}/v1/messages", json=body, headers=headers, timeout=30
+        ) as got:
+            seen = b""
+            for chunk in got.iter_bytes():
+                seen += chunk
+                if b'"index":1' in seen:  # the second round's first block
+                    break
+        assert upstream.disconnected.wait(3), "the read-back round kept running"
+    assert len(upstream.received) == 2
