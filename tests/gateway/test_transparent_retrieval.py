@@ -75,3 +75,46 @@ def test_the_in_memory_store_keeps_the_most_recent_conversations() -> None:
         ]
 
     assert asyncio.run(run()) == [True, False, False]  # "a" was purged
+
+
+def test_without_read_rounds_or_offload_results_are_only_cut() -> None:
+    from contextfold.context import ExtractiveSummarizer
+    from contextfold.gateway import READ_TOOL, SessionState, TransparentPolicy
+    from contextfold.gateway._transparent import forward
+
+    body = {
+        "model": "m",
+        "tools": [{"name": "bash", "description": "", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "bash", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": TEXT}],
+            },
+        ],
+    }
+
+    def sent(policy: TransparentPolicy) -> dict[str, object]:
+        done = asyncio.run(
+            forward(
+                body,
+                SessionState(),
+                policy,
+                counter=AnthropicEstimator(),
+                summarizer=ExtractiveSummarizer(),
+            )
+        )
+        return {"tools": [t["name"] for t in done.body["tools"]], "offloads": len(done.offloads)}
+
+    on = TransparentPolicy(window=1_000_000, tool_result_limit=200)
+    assert sent(on) == {"tools": ["bash", READ_TOOL], "offloads": 1}
+    for off in (
+        TransparentPolicy(window=1_000_000, tool_result_limit=200, read_rounds=0),
+        TransparentPolicy(window=1_000_000, tool_result_limit=200, offload=False),
+        TransparentPolicy(window=1_000_000),
+    ):
+        assert sent(off) == {"tools": ["bash"], "offloads": 0}

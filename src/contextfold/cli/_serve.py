@@ -96,7 +96,8 @@ def serve(
         int,
         typer.Option(
             "--read-rounds",
-            help="Extra upstream calls per request to answer the read-back tool.",
+            help="Extra upstream calls per request to answer the read-back tool (0: no "
+            "tool; results are only cut).",
         ),
     ] = 4,
     cost_guard: Annotated[

@@ -234,12 +234,18 @@ def _transformed(message: Any, cut: ResultCut) -> Any:
     return {**message, "content": blocks}
 
 
+def _offloads(policy: TransparentPolicy) -> bool:
+    """Offload on, results cut, and at least one read-back round allowed (with none, the
+    tool could never be answered: results are only cut)."""
+    return policy.offload and policy.tool_result_limit is not None and policy.read_rounds > 0
+
+
 def offloading(body: dict[str, Any], policy: TransparentPolicy) -> bool:
     """Whether ``body`` gets offload and the read-back tool: the policy says so, results
     are cut, and the client sends tools (an agent; the tool goes after them). A client
     tool of the tool's own name is refused (``ValueError``: the request fails open)."""
     tools = body.get("tools")
-    if not policy.offload or policy.tool_result_limit is None or not isinstance(tools, list):
+    if not _offloads(policy) or not isinstance(tools, list):
         return False
     if any(isinstance(t, dict) and t.get("name") == READ_TOOL for t in tools):
         raise ValueError(f"the client has a tool named {READ_TOOL}: offload is off")
@@ -252,7 +258,7 @@ def _cut_of(body: dict[str, Any], policy: TransparentPolicy, counter: TokenCount
 
 def offloading_tools(tools: Any, names: list[Any], policy: TransparentPolicy) -> bool:
     """:func:`offloading` for OpenAI's tool shapes (``names``: the client's tool names)."""
-    if not policy.offload or policy.tool_result_limit is None or not isinstance(tools, list):
+    if not _offloads(policy) or not isinstance(tools, list):
         return False
     if READ_TOOL in names:
         raise ValueError(f"the client has a tool named {READ_TOOL}: offload is off")
