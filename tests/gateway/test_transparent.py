@@ -468,7 +468,7 @@ def test_policy_values_are_checked() -> None:
     with pytest.raises(ValueError, match="not available"):
         create_app(
             GatewayConfig(upstream="http://127.0.0.1:1"),
-            transparent={"/v1/chat/completions": POLICY},
+            transparent={"/v1/embeddings": POLICY},
         )
 
 

@@ -64,8 +64,8 @@ def serve(
         int | None,
         typer.Option(
             "--window",
-            help="Transparent mode on /v1/messages for clients that ask for no context "
-            "management (Claude Code): the model's window in tokens. Off when not given.",
+            help="Transparent mode for clients that ask for no context management (Claude "
+            "Code, Codex): the model's window in tokens. Off when not given.",
             show_default=False,
         ),
     ] = None,
@@ -84,6 +84,22 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    offload: Annotated[
+        bool,
+        typer.Option(
+            "--offload/--no-offload",
+            help="With --tool-result-limit: keep each cut result whole in the conversation's "
+            "workspace (--state) and add a read-back tool the gateway answers itself.",
+        ),
+    ] = True,
+    read_rounds: Annotated[
+        int,
+        typer.Option(
+            "--read-rounds",
+            help="Extra upstream calls per request to answer the read-back tool (0: no "
+            "tool; results are only cut).",
+        ),
+    ] = 4,
     cost_guard: Annotated[
         float,
         typer.Option(
@@ -96,8 +112,8 @@ def serve(
         Path | None,
         typer.Option(
             "--state",
-            help="SQLite file keeping each conversation's transparent-mode state across "
-            "restarts (default: in memory).",
+            help="SQLite file keeping each conversation's transparent-mode state and "
+            "offloaded tool results across restarts (default: in memory).",
             show_default=False,
         ),
     ] = None,
@@ -118,11 +134,16 @@ def serve(
                 keep=keep,
                 tool_result_limit=tool_result_limit,
                 cost_guard=cost_guard or None,
+                offload=offload,
+                read_rounds=read_rounds,
                 summarize_with=summarizer,  # type: ignore[arg-type]  # checked by the policy
             )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     sessions = SQLiteWorkspace(state) if state is not None and policy is not None else None
+    routes = None
+    if policy is not None:  # the OpenAI routes offload and read back; only Messages compacts
+        routes = dict.fromkeys(("/v1/messages", "/v1/chat/completions", "/v1/responses"), policy)
     fields: dict[str, Any] = {
         "max_body_bytes": int(max_body_mb * 1024 * 1024),
         "timeout": timeout,
@@ -131,20 +152,20 @@ def serve(
         "fail_closed": fail_closed,
     }
     if upstream is None:
-        _serve_embedded(host, port, fields, policy, sessions)
+        _serve_embedded(host, port, fields, routes, sessions)
         return
     try:
         config = GatewayConfig(upstream=upstream, **fields)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    run(config, host=host, port=port, transparent=policy, sessions=sessions)
+    run(config, host=host, port=port, transparent=routes, sessions=sessions)
 
 
 def _serve_embedded(
     host: str,
     port: int,
     fields: dict[str, Any],
-    policy: TransparentPolicy | None,
+    policy: dict[str, TransparentPolicy] | None,
     sessions: SQLiteWorkspace | None,
 ) -> None:
     """The gateway in front of the embedded model, served on a loopback port of its own."""

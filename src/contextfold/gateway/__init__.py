@@ -13,6 +13,7 @@ from ._compaction import SUMMARY_PREFIX, CompactionDone, PendingCompaction, appl
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._edits import ClearThinking, ClearToolUses, Compact, EditError, parse_edits
+from ._retrieval import READ_TOOL, ResultStore
 from ._sessions import SessionState, SessionStates, session_key
 from ._transparent import TransparentPolicy
 
@@ -27,6 +28,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "CLEARED_RESULT",
+    "READ_TOOL",
     "SUMMARY_PREFIX",
     "ClearThinking",
     "ClearToolUses",
@@ -37,6 +39,7 @@ __all__ = [
     "EditOutcome",
     "GatewayConfig",
     "PendingCompaction",
+    "ResultStore",
     "SessionState",
     "SessionStates",
     "TransparentPolicy",

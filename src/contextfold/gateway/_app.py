@@ -19,6 +19,7 @@ from ._count import CountCache
 from ._messages import count_tokens, messages
 from ._metrics import Metrics
 from ._proxy import Gateway, dialect_of, gateway_of, relay
+from ._reads_chat import chat_completions
 from ._responses import compact_responses, responses
 from ._transparent import TransparentPolicy
 from ._transparent_route import TransparentMode
@@ -51,10 +52,6 @@ async def _metrics(request: Request) -> Response:
 
 async def _pass_through(request: Request) -> Response:
     return await relay(request, dialect_of(request))
-
-
-async def _chat_completions(request: Request) -> Response:
-    return await relay(request, "openai")
 
 
 class _CountRequests:
@@ -99,7 +96,8 @@ def create_app(
     ``summarizer`` writes the summary of ``compact_20260112``; by default
     :class:`~contextfold.context.ExtractiveSummarizer` (no model call, deterministic).
     ``transparent`` turns on transparent mode (one policy for ``/v1/messages``, or a
-    policy by route) for requests that ask for no context management; ``sessions`` keeps
+    policy by route: ``/v1/messages``, ``/v1/chat/completions``, ``/v1/responses``)
+    for requests that ask for no context management; ``sessions`` keeps
     each conversation's state (in memory when ``None``; initialized at startup when it
     has an ``initialize`` method, e.g. :class:`~contextfold.workspace.SQLiteWorkspace`).
     """
@@ -128,7 +126,7 @@ def create_app(
             Route("/metrics", _metrics, methods=["GET"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-            Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/responses/compact", compact_responses, methods=["POST"]),
             Route(

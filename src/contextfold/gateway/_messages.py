@@ -28,6 +28,8 @@ from ._edits import EditError
 from ._errors import error_response, not_transformed
 from ._paused import paused_answer
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
+from ._reads import ReadContext
+from ._reads_messages import answered
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
 from ._sse import add_context_management
@@ -93,9 +95,11 @@ class _Refused(Exception):
 
 async def _transparently(
     request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
-) -> dict[str, Any]:
-    """``body`` as transparent mode forwards it (the conversation's state updated); the
-    body unchanged, counted, if that fails (fail open), or ``_Refused`` (fail closed)."""
+) -> tuple[dict[str, Any], ReadContext | None]:
+    """``body`` as transparent mode forwards it (the conversation's state updated, its
+    cut results kept whole in its workspace), and what answering the read-back tool
+    needs when the body carries it; the body unchanged, counted, if that fails (fail
+    open), or ``_Refused`` (fail closed)."""
     gateway = gateway_of(request)
     try:
         key = mode.key(request, body)
@@ -109,16 +113,28 @@ async def _transparently(
                 summarizer=_transparent_summarizer(request, body, policy),
                 counts=gateway.counts,
             )
+            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
             await mode.states.save(key, done.state)
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
         if gateway.config.fail_closed:
             raise _Refused(not_transformed(exc)) from None
-        return body
+        return body, None
     gateway.metrics.compactions += done.compacted
     gateway.metrics.tokens_saved += max(done.original_tokens - done.input_tokens, 0)
-    return done.body
+    reads = None
+    if done.reads:
+        reads = ReadContext(
+            request,
+            key,
+            mode.results,
+            page=policy.tool_result_limit or 0,
+            rounds=policy.read_rounds,
+            counter=gateway.counter,
+            dialect="anthropic",
+        )
+    return done.body, reads
 
 
 async def _viewed(
@@ -149,12 +165,17 @@ async def _transparent_relay(
         return await relay(request, "anthropic", raw)
     if count:
         body = await _viewed(request, data, mode, policy)
-    else:
-        try:
-            body = await _transparently(request, data, mode, policy)
-        except _Refused as refused:
-            return error_response("anthropic", 500, str(refused))
-    return await relay(request, "anthropic", _dumps(body))
+        return await relay(request, "anthropic", _dumps(body))
+    try:
+        body, reads = await _transparently(request, data, mode, policy)
+    except _Refused as refused:
+        return error_response("anthropic", 500, str(refused))
+    if reads is None:
+        return await relay(request, "anthropic", _dumps(body))
+    opened = await open_upstream(request, _dumps(body), "anthropic")
+    if isinstance(opened, Response):
+        return opened
+    return await answered(reads, body, opened)
 
 
 def _summarizer(
@@ -201,6 +222,7 @@ async def messages(request: Request) -> Response:
     body = outcome.body
     field = outcome.response_field()
     done: CompactionDone | None = None
+    reads: ReadContext | None = None
     if outcome.compaction is not None:
         pending = outcome.compaction
         try:
@@ -220,13 +242,16 @@ async def messages(request: Request) -> Response:
             return paused_answer(body, done, field)
     elif transparent is not None and quiet and not outcome.failed:
         try:
-            body = await _transparently(request, body, *transparent)
+            body, reads = await _transparently(request, body, *transparent)
         except _Refused as refused:
             return error_response("anthropic", 500, str(refused))
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
     opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
         return opened
+    if reads is not None:
+        reads.drop_betas = betas  # every round goes out as the first did
+        return await answered(reads, body, opened, field if outcome.requested else None)
     if opened.status_code >= 400 or not outcome.requested or outcome.failed:
         return stream_back(request, opened, "anthropic")
     compaction = (done.block, done.iteration) if done is not None else None

@@ -41,6 +41,10 @@ class Metrics:
     """Requests whose edits failed and were forwarded unedited (fail open)."""
     tokens_saved: int = 0
     """Input tokens the edits removed (the gateway's counter), summed over requests."""
+    offloads: int = 0
+    """Tool results kept whole in a workspace (transparent mode), each counted once."""
+    reads: int = 0
+    """Calls to the read-back tool the gateway answered itself."""
     upstream_errors: Counter[str] = field(default_factory=Counter)
     """Kind (``timeout``, ``connect``, ``cancelled``) -> upstream requests that failed."""
     latency_buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
@@ -79,6 +83,10 @@ class Metrics:
         out.append(f"{_P}untransformed_total {self.untransformed}")
         family("tokens_saved_total", "counter", "Input tokens removed by context edits.")
         out.append(f"{_P}tokens_saved_total {self.tokens_saved}")
+        family("offloads_total", "counter", "Tool results kept whole in a workspace.")
+        out.append(f"{_P}offloads_total {self.offloads}")
+        family("reads_total", "counter", "Read-back tool calls answered by the gateway.")
+        out.append(f"{_P}reads_total {self.reads}")
         family("upstream_errors_total", "counter", "Upstream requests that failed, by kind.")
         for kind, n in sorted(self.upstream_errors.items()):
             out.append(f"{_P}upstream_errors_total{_labels((('kind', kind),))} {n}")

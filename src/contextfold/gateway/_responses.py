@@ -45,6 +45,7 @@ from ._config import GatewayConfig
 from ._disconnect import ClientGone, race_disconnect
 from ._errors import error_response, not_transformed
 from ._proxy import CLIENT_GONE, Gateway, gateway_of, open_upstream, relay, stream_back
+from ._reads_responses import transparent_responses
 from ._relay import RelayResponse, upstream_chunks
 from ._responses_items import (
     Expanded,
@@ -62,6 +63,7 @@ from ._responses_items import (
 from ._responses_model import ResponsesRequestModel
 from ._responses_sse import compaction_stream, with_compaction_item
 from ._seal import SealKey
+from ._transparent_route import RESPONSES_ROUTE, mode_of
 from ._upstream import UpstreamFailure, relayed_headers
 
 __all__ = ["OPENAI_FIRST_PARTY_HOSTS", "compact_responses", "passes_responses", "responses"]
@@ -268,14 +270,23 @@ async def _triggered(
 async def responses(request: Request) -> Response:
     """Create a response, with OpenAI's compaction emulated here."""
     gateway = gateway_of(request)
-    if passes_responses(gateway.config):
+    transparent = mode_of(request, RESPONSES_ROUTE)
+    if passes_responses(gateway.config) and transparent is None:
         return await relay(request, "openai")
     try:
         raw = await read_body(request, gateway.config.max_body_bytes)
     except BodyError as exc:
         return error_response("openai", exc.status, exc.message)
     if b'"compaction' not in raw and b"context_management" not in raw:
+        if transparent is not None:  # asks for nothing: transparent mode's to manage
+            try:
+                data = read_json(raw)
+            except BodyError as exc:
+                return error_response("openai", exc.status, exc.message)
+            return await transparent_responses(request, raw, data, *transparent)
         return await relay(request, "openai", raw)  # nothing to emulate: the bytes as sent
+    if passes_responses(gateway.config):
+        return await relay(request, "openai", raw)
     try:
         data = read_json(raw)
         state = _state(request)

@@ -27,6 +27,7 @@ conversation; the state is replaced only if that request compacts itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,9 +48,19 @@ from ..token import TokenCounter, head_within, tail_within
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
+from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offload_note
 from ._sessions import SessionState, content_digest
 
-__all__ = ["TRUNCATION_NOTE", "Forwarded", "TransparentPolicy", "forward", "view"]
+__all__ = [
+    "TRUNCATION_NOTE",
+    "Forwarded",
+    "ResultCut",
+    "TransparentPolicy",
+    "forward",
+    "offloading",
+    "offloading_tools",
+    "view",
+]
 
 TRUNCATION_NOTE = "\n\n[... {omitted} tokens of this tool result omitted by the gateway ...]\n\n"
 """What stands in the middle of a tool result cut to ``tool_result_limit``."""
@@ -66,6 +77,10 @@ class TransparentPolicy:
     ``summarize_with`` is who writes summaries: the app's summarizer (extractive by
     default, no model call) or ``"model"``, the request's own model through the upstream.
     ``breakpoints`` adds Anthropic cache breakpoints (see :mod:`._breakpoints`).
+    ``offload`` keeps the whole of each cut result in the conversation's workspace and
+    adds the read-back tool (:mod:`._retrieval`) to requests that carry tools; the
+    gateway answers the model's calls to it itself, in at most ``read_rounds`` extra
+    upstream calls per request.
     """
 
     window: int = 200_000
@@ -75,6 +90,8 @@ class TransparentPolicy:
     summarize_with: Literal["extractive", "model"] = "extractive"
     breakpoints: bool = True
     cost_guard: float | None = 0.08
+    offload: bool = True
+    read_rounds: int = 4
     """A compaction rewrites the summary and the kept messages at the cache-write price,
     where sending the request uncompacted would read its messages at the cache-read
     price: it happens only when the rewritten messages are at most this fraction of
@@ -94,6 +111,8 @@ class TransparentPolicy:
             raise ValueError(f"tool_result_limit must be at least 64, got {self.tool_result_limit}")
         if self.cost_guard is not None and not 0 < self.cost_guard <= 1:
             raise ValueError(f"cost_guard must be in (0, 1], got {self.cost_guard}")
+        if not 0 <= self.read_rounds <= 16:
+            raise ValueError(f"read_rounds must be in [0, 16], got {self.read_rounds}")
         if self.summarize_with not in ("extractive", "model"):
             raise ValueError(
                 f"summarize_with must be 'extractive' or 'model', got {self.summarize_with!r}"
@@ -111,6 +130,17 @@ class Forwarded:
     """Tokens of ``body`` by the gateway's counter."""
     original_tokens: int
     """Tokens of the client's request as sent."""
+    offloads: tuple[Offload, ...] = ()
+    """The whole text of every result cut in ``body``, to keep in the workspace before
+    ``body`` is sent (its notes name them)."""
+
+    @property
+    def reads(self) -> bool:
+        """Whether ``body`` carries the read-back tool (the answer must be watched)."""
+        tools = self.body.get("tools")
+        return isinstance(tools, list) and any(
+            isinstance(t, dict) and t.get("name") == READ_TOOL for t in tools
+        )
 
 
 def _digests(messages: Sequence[Any]) -> list[str]:
@@ -121,69 +151,133 @@ def _digests(messages: Sequence[Any]) -> list[str]:
     return out
 
 
-def _cut_text(text: str, limit: int, counter: TokenCounter) -> str:
-    """``text`` within about ``limit`` tokens: its head and tail around a note."""
+def _cut_text(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
+    """``text`` within about ``limit`` tokens: its head and tail around a note (naming
+    the offloaded item with ``offload``)."""
     if len(text) * 3 // 2 <= limit:  # no counter gives more than 1.5 tokens a character
         return text
-    return _cut_counted(text, limit, counter)  # type: ignore[arg-type]  # counters hash by id
+    return _cut_counted(text, limit, counter, offload)  # type: ignore[arg-type]  # counters hash by id
 
 
 @lru_cache(maxsize=4096)
-def _cut_counted(text: str, limit: int, counter: TokenCounter) -> str:
+def _cut_counted(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
     """The cut, once per content: an agent resends each long result every turn."""
     total = counter.count_text(text)
     if total <= limit:
         return text
-    head = head_within(counter, text, limit * 2 // 3)
-    tail = tail_within(counter, text, limit // 3 - 16)
+    if not offload:
+        head = head_within(counter, text, limit * 2 // 3)
+        tail = tail_within(counter, text, limit // 3 - 16)
+        omitted = total - counter.count_text(head) - counter.count_text(tail)
+        return head + TRUNCATION_NOTE.format(omitted=omitted) + tail
+    # The offload note names the item and the offsets: its room is taken from the budget.
+    widest = len(str(max(len(text), total)))
+    room = counter.count_text(offload_note(text, "", "", 10**widest - 1).replace("0", "9"))
+    budget = max(limit - room, 2)
+    head = head_within(counter, text, budget * 2 // 3)
+    tail = tail_within(counter, text, budget - budget * 2 // 3)
     omitted = total - counter.count_text(head) - counter.count_text(tail)
-    return head + TRUNCATION_NOTE.format(omitted=omitted) + tail
+    return head + offload_note(text, head, tail, omitted) + tail
 
 
-def _cut_part(part: Any, limit: int, counter: TokenCounter) -> Any:
+@dataclass(frozen=True)
+class ResultCut:
+    """How one request's tool results are cut: over ``limit`` tokens (``None``: never),
+    and whether the cut parts are offloaded (collected in ``offloads``)."""
+
+    limit: int | None
+    counter: TokenCounter
+    offload: bool
+    offloads: dict[str, Offload]
+
+    def text(self, text: str) -> str:
+        assert self.limit is not None
+        cut = _cut_text(text, self.limit, self.counter, self.offload)
+        if self.offload and cut is not text:
+            found = item_id(text)
+            self.offloads.setdefault(found, Offload(found, text))
+        return cut
+
+
+def _cut_part(part: Any, cut: ResultCut) -> Any:
     if not isinstance(part, dict) or part.get("type") != "text":
         return part
     text = part.get("text")
     if not isinstance(text, str):
         return part
-    cut = _cut_text(text, limit, counter)
-    return part if cut is text else {**part, "text": cut}
+    done = cut.text(text)
+    return part if done is text else {**part, "text": done}
 
 
-def _cut_result(block: Any, limit: int, counter: TokenCounter) -> Any:
+def _cut_result(block: Any, cut: ResultCut) -> Any:
     if not isinstance(block, dict) or block.get("type") != "tool_result":
         return block
     content = block.get("content")
     if isinstance(content, str):
-        cut = _cut_text(content, limit, counter)
-        return block if cut is content else {**block, "content": cut}
+        done = cut.text(content)
+        return block if done is content else {**block, "content": done}
     if isinstance(content, list):
-        parts = [_cut_part(p, limit, counter) for p in content]
+        parts = [_cut_part(p, cut) for p in content]
         if any(a is not b for a, b in zip(parts, content, strict=True)):
             return {**block, "content": parts}
     return block
 
 
-def _transformed(message: Any, policy: TransparentPolicy, counter: TokenCounter) -> Any:
+def _transformed(message: Any, cut: ResultCut) -> Any:
     """``message`` as forwarded: a pure function of its content (same bytes each turn)."""
-    limit = policy.tool_result_limit
     content = message.get("content") if isinstance(message, dict) else None
-    if limit is None or not isinstance(content, list):
+    if cut.limit is None or not isinstance(content, list):
         return message
-    blocks = [_cut_result(b, limit, counter) for b in content]
+    blocks = [_cut_result(b, cut) for b in content]
     if all(a is b for a, b in zip(blocks, content, strict=True)):
         return message
     return {**message, "content": blocks}
+
+
+def _offloads(policy: TransparentPolicy) -> bool:
+    """Offload on, results cut, and at least one read-back round allowed (with none, the
+    tool could never be answered: results are only cut)."""
+    return policy.offload and policy.tool_result_limit is not None and policy.read_rounds > 0
+
+
+def offloading(body: dict[str, Any], policy: TransparentPolicy) -> bool:
+    """Whether ``body`` gets offload and the read-back tool: the policy says so, results
+    are cut, and the client sends tools (an agent; the tool goes after them). A client
+    tool of the tool's own name is refused (``ValueError``: the request fails open)."""
+    tools = body.get("tools")
+    if not _offloads(policy) or not isinstance(tools, list):
+        return False
+    if any(isinstance(t, dict) and t.get("name") == READ_TOOL for t in tools):
+        raise ValueError(f"the client has a tool named {READ_TOOL}: offload is off")
+    return bool(tools)
+
+
+def _cut_of(body: dict[str, Any], policy: TransparentPolicy, counter: TokenCounter) -> ResultCut:
+    return ResultCut(policy.tool_result_limit, counter, offloading(body, policy), {})
+
+
+def offloading_tools(tools: Any, names: list[Any], policy: TransparentPolicy) -> bool:
+    """:func:`offloading` for OpenAI's tool shapes (``names``: the client's tool names)."""
+    if not _offloads(policy) or not isinstance(tools, list):
+        return False
+    if READ_TOOL in names:
+        raise ValueError(f"the client has a tool named {READ_TOOL}: offload is off")
+    return bool(tools)
+
+
+def _with_tool(out: dict[str, Any], cut: ResultCut) -> dict[str, Any]:
+    """``out`` with the read-back tool last in ``tools`` when this request offloads."""
+    if cut.offload:
+        out["tools"] = [*out["tools"], anthropic_read_tool()]
+    return out
 
 
 def _summary_message(summary: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": SUMMARY_PREFIX + summary}]}
 
 
-def _messages(
-    client: Sequence[Any], state: SessionState, policy: TransparentPolicy, counter: TokenCounter
-) -> list[Any]:
-    tail = [_transformed(m, policy, counter) for m in client[state.cut :]]
+def _messages(client: Sequence[Any], state: SessionState, cut: ResultCut) -> list[Any]:
+    tail = [_transformed(m, cut) for m in client[state.cut :]]
     return [_summary_message(state.summary), *tail] if state.summary is not None else tail
 
 
@@ -204,7 +298,8 @@ def view(
     ``count_tokens`` counts)."""
     client = body.get("messages") or []
     state = _continued(state, _digests(client))
-    return {**body, "messages": _messages(client, state, policy, counter)}
+    cut = _cut_of(body, policy, counter)
+    return _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
 
 
 def _new_cut(client: Sequence[Any], state: SessionState, budget: int, tally: Tally) -> int | None:
@@ -242,6 +337,30 @@ async def _summarize(messages: Sequence[Any], previous: str | None, summarizer: 
     return render_summary(DEFAULT_SUMMARY_TEMPLATE, result.fields)
 
 
+ITEMS_HEADING = "Tool results the gateway keeps whole (read them with " + READ_TOOL + "):"
+"""Heads the list of offloaded items a summary ends with, so they stay readable after
+the messages that named them were summarized."""
+_ITEM_LINE = re.compile(r"^- item r[0-9a-f]{16}: .*$", re.MULTILINE)
+MAX_LISTED_ITEMS = 50
+
+
+def _listed(summary: str, previous: str | None, summarized: Sequence[Any], cut: ResultCut) -> str:
+    """``summary`` followed by the items offloaded from ``summarized`` and those the
+    ``previous`` summary listed (the newest :data:`MAX_LISTED_ITEMS`): a pure function of
+    the history, written once per compaction, so the prefix stays byte-stable."""
+    if not cut.offload:
+        return summary
+    probe = ResultCut(cut.limit, cut.counter, True, {})
+    for message in summarized:
+        _transformed(message, probe)
+    lines = _ITEM_LINE.findall(previous or "")
+    for offload in probe.offloads.values():
+        first = offload.text.strip().split("\n", 1)[0][:80]
+        lines.append(f"- item {offload.id}: {len(offload.text)} characters, starting {first!r}")
+    kept = list(dict.fromkeys(lines))[-MAX_LISTED_ITEMS:]
+    return f"{summary}\n\n{ITEMS_HEADING}\n" + "\n".join(kept) if kept else summary
+
+
 async def _compacted(
     client: Sequence[Any],
     digests: Sequence[str],
@@ -251,12 +370,14 @@ async def _compacted(
     tokens: int,
     tally: Tally,
     summarizer: Summarizer,
+    offload: ResultCut,
 ) -> SessionState | None:
     """The state after a compaction of the request whose messages are ``forwarded``
     (``tokens`` in all, counted by ``tally``), or
     ``None`` when it should not happen (nothing to summarize, the summarizer failed, or
     the cost guard refused and the request still fits the window)."""
     before = sum(tally.measure(m) for m in forwarded)  # read again if not compacted
+    shown = _cut_of({}, policy, tally.counter)  # the summarizer reads results cut, no note
     budget = int(policy.keep * policy.window)
     for _ in range(2):
         cut = _new_cut(client, state, budget, tally)
@@ -264,10 +385,11 @@ async def _compacted(
             return None
         try:
             summary = await _summarize(
-                [_transformed(m, policy, tally.counter) for m in client[state.cut : cut]],
+                [_transformed(m, shown) for m in client[state.cut : cut]],
                 state.summary,
                 summarizer,
             )
+            summary = _listed(summary, state.summary, client[state.cut : cut], offload)
         except Exception as exc:  # fail open: forward uncompacted, state unchanged
             logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
             return None
@@ -306,17 +428,18 @@ async def forward(
     state = _continued(state, digests)
     diverged = state is not kept and kept.summary is not None
     original = Tally(counter, body, counts).total
-    out = {**body, "messages": _messages(client, state, policy, counter)}
+    cut = _cut_of(body, policy, counter)
+    out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
     tally = Tally(counter, out, counts)
     tokens = tally.total
     compacted = False
     if tokens > policy.trigger * policy.window:
         done = await _compacted(
-            client, digests, state, policy, out["messages"], tokens, tally, summarizer
+            client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut
         )
         if done is not None:
             state = done
-            out = {**body, "messages": _messages(client, state, policy, counter)}
+            out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
             tokens = Tally(counter, out, counts).total
             compacted = True
     previous_end: int | None = None
@@ -337,4 +460,4 @@ async def forward(
         # A side request under the same key (a probe, a rewind before the summary's end):
         # forwarded on its own, the conversation's compaction kept for its next turn.
         state = kept
-    return Forwarded(out, state, compacted, tokens, original)
+    return Forwarded(out, state, compacted, tokens, original, tuple(cut.offloads.values()))

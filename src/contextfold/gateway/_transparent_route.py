@@ -10,25 +10,41 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 
 from ..workspace import SessionStore
+from ._retrieval import Items, ResultStore
 from ._sessions import SessionStates, session_key
 from ._transparent import TransparentPolicy
 
-__all__ = ["TransparentMode", "asks_for_nothing", "mode_of"]
+__all__ = [
+    "CHAT_ROUTE",
+    "MESSAGES_ROUTE",
+    "RESPONSES_ROUTE",
+    "TransparentMode",
+    "asks_for_nothing",
+    "mode_of",
+]
 
 MESSAGES_ROUTE = "/v1/messages"
+CHAT_ROUTE = "/v1/chat/completions"
+RESPONSES_ROUTE = "/v1/responses"
+ROUTES = frozenset({MESSAGES_ROUTE, CHAT_ROUTE, RESPONSES_ROUTE})
+"""Routes with a transparent mode: all three offload tool results and answer the
+read-back tool; only ``/v1/messages`` also compacts."""
 
 
 @dataclass
 class TransparentMode:
-    """The policy of each route in transparent mode, and every conversation's state."""
+    """The policy of each route in transparent mode, every conversation's state, and
+    the tool results it offloaded (in the state store when it holds items, which every
+    built-in workspace does; else in memory)."""
 
     policies: Mapping[str, TransparentPolicy]
     states: SessionStates = field(default_factory=SessionStates)
+    results: ResultStore = field(default_factory=ResultStore)
 
     @classmethod
     def of(
@@ -42,14 +58,21 @@ class TransparentMode:
             if isinstance(transparent, TransparentPolicy)
             else dict(transparent)
         )
-        unknown = sorted(set(policies) - {MESSAGES_ROUTE})
+        unknown = sorted(set(policies) - ROUTES)
         if unknown:
             raise ValueError(f"transparent mode is not available on {unknown}")
-        return cls(policies, SessionStates(store))
+        items = cast(Items, store) if _holds_items(store) else None
+        return cls(policies, SessionStates(store), ResultStore(items))
 
     def key(self, request: Request, body: Mapping[str, Any]) -> str:
         """The conversation ``request`` belongs to."""
         return session_key(request.headers, body)
+
+
+def _holds_items(store: object) -> bool:
+    return callable(getattr(store, "offload_tool_result", None)) and callable(
+        getattr(store, "read", None)
+    )
 
 
 def mode_of(

@@ -1,0 +1,89 @@
+"""What every route needs to answer the read-back tool itself: the conversation, its
+workspace, the page size and the bound on extra upstream calls.
+
+The decision, the same on every route (documented in docs/GATEWAY.md):
+
+- the model calls only the read-back tool: the gateway answers the calls, sends the
+  conversation with the call and its result appended upstream again, and the client
+  sees one answer: the text of every round, then the last round's output;
+- the model calls it beside client tools: the gateway answers its own calls and asks
+  again without the client's calls (the model repeats them when it still wants them):
+  a client never gets a call whose sibling it cannot see;
+- after ``rounds`` extra calls, the read-back calls left in the last answer are removed
+  (a ``tool_use`` stop with no client call left becomes ``end_turn``).
+
+Usage is the sum over every upstream call the request made, field by field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..token import TokenCounter
+from ._disconnect import ClientGone, race_disconnect
+from ._errors import Dialect, error_response
+from ._proxy import CLIENT_GONE, gateway_of, open_upstream
+from ._retrieval import ResultStore
+from ._upstream import UpstreamFailure
+
+__all__ = ["ReadContext", "summed"]
+
+
+@dataclass
+class ReadContext:
+    """One request whose forwarded body carries the read-back tool."""
+
+    request: Request
+    key: str
+    """The conversation (its items are the only ones this request can read)."""
+    results: ResultStore
+    page: int
+    """Tokens per read (the route's ``tool_result_limit``)."""
+    rounds: int
+    """Extra upstream calls allowed for this request."""
+    counter: TokenCounter
+    dialect: Dialect
+    drop_betas: frozenset[str] = frozenset()
+
+    async def answer(self, arguments: Any) -> tuple[str, bool]:
+        """The read-back tool's result for ``arguments``, and whether it is an error."""
+        gateway_of(self.request).metrics.reads += 1
+        return await self.results.answer(self.key, arguments, page=self.page, counter=self.counter)
+
+    async def read(self, response: httpx.Response) -> bytes | Response:
+        """The whole body of one round's answer, or the error response to give (the
+        upstream failed mid-body, or the client left)."""
+        gateway = gateway_of(self.request)
+        try:
+            return await race_disconnect(
+                self.request.receive, lambda: gateway.upstream.read(response)
+            )
+        except UpstreamFailure as failure:
+            return error_response(self.dialect, failure.status, failure.message)
+        except ClientGone:
+            gateway.metrics.upstream_errors["cancelled"] += 1
+            return Response(status_code=CLIENT_GONE)
+
+    async def open(self, body: bytes) -> httpx.Response | Response:
+        """The upstream's answer to one more round (or the error response to give)."""
+        return await open_upstream(self.request, body, self.dialect, drop_betas=self.drop_betas)
+
+
+def summed(usages: Iterable[Any], fields: Iterable[str]) -> dict[str, int]:
+    """``fields`` of every usage object added up (a field no round reports stays out)."""
+    out: dict[str, int] = {}
+    wanted = tuple(fields)
+    for usage in usages:
+        if not isinstance(usage, dict):
+            continue
+        for name in wanted:
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[name] = out.get(name, 0) + value
+    return out
