@@ -292,9 +292,11 @@ async def forward(
     counter: TokenCounter,
     summarizer: Summarizer,
     counts: CountCache | None = None,
+    compaction: bool = True,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
-    docstring); compacts when the trigger is passed. A request that does not continue a
+    docstring); compacts when the trigger is passed (unless ``compaction`` is false: the
+    caller will not save the state, see ``SessionBusy``). A request that does not continue a
     compacted state is forwarded as a new conversation, and the state is kept unless
     that request compacts itself. A summarizer that fails leaves the
     state as it was (the request is forwarded uncompacted: fail open)."""
@@ -310,7 +312,7 @@ async def forward(
     tally = Tally(counter, out, counts)
     tokens = tally.total
     compacted = False
-    if tokens > policy.trigger * policy.window:
+    if compaction and tokens > policy.trigger * policy.window:
         done = await _compacted(
             client, digests, state, policy, out["messages"], tokens, tally, summarizer
         )

@@ -35,8 +35,12 @@ class TransparentMode:
         cls,
         transparent: TransparentPolicy | Mapping[str, TransparentPolicy],
         store: SessionStore | None,
+        *,
+        lease_ttl: float = 10.0,
+        wait: float = 15.0,
     ) -> TransparentMode:
-        """``transparent`` as one policy (for ``/v1/messages``) or by route."""
+        """``transparent`` as one policy (for ``/v1/messages``) or by route; ``lease_ttl``
+        and ``wait`` as in :class:`SessionStates`."""
         policies = (
             {MESSAGES_ROUTE: transparent}
             if isinstance(transparent, TransparentPolicy)
@@ -45,7 +49,7 @@ class TransparentMode:
         unknown = sorted(set(policies) - {MESSAGES_ROUTE})
         if unknown:
             raise ValueError(f"transparent mode is not available on {unknown}")
-        return cls(policies, SessionStates(store))
+        return cls(policies, SessionStates(store, lease_ttl=lease_ttl, wait=wait))
 
     def key(self, request: Request, body: Mapping[str, Any]) -> str:
         """The conversation ``request`` belongs to."""
