@@ -120,7 +120,9 @@ class SessionState:
     not start with them is a different conversation (or one the client rewrote), and
     starts again from nothing. ``seen`` and ``seen_digest`` are the client's messages of
     the previous request, whose end gets a cache breakpoint so the next request reads
-    everything forwarded before however many blocks it adds.
+    everything forwarded before however many blocks it adds; ``before_seen`` and
+    ``before_digest`` are the same for the request before it, so the previous request
+    sent again (a retry) is forwarded with the same bytes.
     """
 
     cut: int = 0
@@ -129,6 +131,8 @@ class SessionState:
     compactions: int = 0
     seen: int = 0
     seen_digest: str = ""
+    before_seen: int = 0
+    before_digest: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -145,6 +149,8 @@ class SessionState:
             compactions=int(data.get("compactions", 0)),
             seen=int(data.get("seen", 0)),
             seen_digest=str(data.get("seen_digest", "")),
+            before_seen=int(data.get("before_seen", 0)),
+            before_digest=str(data.get("before_digest", "")),
         )
 
 

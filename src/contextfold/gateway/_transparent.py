@@ -322,9 +322,13 @@ async def forward(
             tokens = Tally(counter, out, counts).total
             compacted = True
     previous_end: int | None = None
-    seen = state.seen
-    if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
-        previous_end = state.seen - state.cut - 1 + (state.summary is not None)
+    seen, seen_digest = state.seen, state.seen_digest
+    if seen == len(client) and seen_digest == digests[-1]:
+        # The previous request again (a client's retry, maybe on another replica after
+        # the first one died): its breakpoint where that request had it, same bytes.
+        seen, seen_digest = state.before_seen, state.before_digest
+    if state.cut < seen < len(digests) and digests[seen] == seen_digest:
+        previous_end = seen - state.cut - 1 + (state.summary is not None)
     if policy.breakpoints:
         out = place_breakpoints(out, previous_end=previous_end)
     state = SessionState(
@@ -334,6 +338,8 @@ async def forward(
         compactions=state.compactions,
         seen=len(client),
         seen_digest=digests[-1],
+        before_seen=seen,
+        before_digest=seen_digest,
     )
     if diverged and not compacted:
         # A side request under the same key (a probe, a rewind before the summary's end):
