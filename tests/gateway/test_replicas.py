@@ -245,3 +245,7 @@ def test_serve_refuses_a_state_it_cannot_keep() -> None:
     assert result.exit_code == 2
     assert "table_prefix must match" in result.output
     assert "secret" not in result.output
+    alone = ["serve", "--upstream", "http://127.0.0.1:9", "--state", "gateway.sqlite"]
+    result = runner.invoke(app, alone, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "--state keeps transparent mode's state: it needs --window" in result.output

@@ -147,6 +147,10 @@ def serve(
             )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    if state is not None and policy is None:
+        raise typer.BadParameter(
+            "--state keeps transparent mode's state: it needs --window", param_hint="--state"
+        )
     sessions = _store(state, state_prefix) if state is not None and policy is not None else None
     fields: dict[str, Any] = {
         "max_body_bytes": int(max_body_mb * 1024 * 1024),
