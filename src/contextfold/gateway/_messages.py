@@ -32,6 +32,7 @@ from ._reads import ReadContext
 from ._reads_messages import answered
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
+from ._sessions import SessionBusy
 from ._sse import add_context_management
 from ._transparent import TransparentPolicy, forward, view
 from ._transparent_route import TransparentMode, asks_for_nothing, mode_of
@@ -93,28 +94,60 @@ class _Refused(Exception):
     """Transparent mode failed and the gateway fails closed: the message to answer with."""
 
 
+class _Busy(Exception):
+    """The conversation stayed held past the wait and the gateway fails closed."""
+
+
+def _busy() -> Response:
+    return error_response(
+        "anthropic",
+        529,
+        "this conversation is busy: another request of it is being decided (on this "
+        "gateway or another replica); retry",
+    )
+
+
 async def _transparently(
     request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
 ) -> tuple[dict[str, Any], ReadContext | None]:
     """``body`` as transparent mode forwards it (the conversation's state updated, its
     cut results kept whole in its workspace), and what answering the read-back tool
     needs when the body carries it; the body unchanged, counted, if that fails (fail
-    open), or ``_Refused`` (fail closed)."""
+    open), or ``_Refused`` (fail closed). A conversation another request holds past the
+    wait is forwarded as its saved state says, with no compaction and no state change
+    (``_Busy`` when failing closed)."""
     gateway = gateway_of(request)
     try:
+        summarizer = _transparent_summarizer(request, body, policy)
         key = mode.key(request, body)
-        async with mode.states.lock(key):
-            state = await mode.states.load(key)
+        try:
+            async with mode.states.hold(key) as held:
+                done = await forward(
+                    body,
+                    held.state,
+                    policy,
+                    counter=gateway.counter,
+                    summarizer=summarizer,
+                    counts=gateway.counts,
+                )
+                await held.save(done.state)
+        except SessionBusy:
+            gateway.metrics.session_busy += 1
+            if gateway.config.fail_closed:
+                raise _Busy from None
             done = await forward(
                 body,
-                state,
+                await mode.states.load(key),
                 policy,
                 counter=gateway.counter,
-                summarizer=_transparent_summarizer(request, body, policy),
+                summarizer=summarizer,
                 counts=gateway.counts,
+                compaction=False,
             )
-            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
-            await mode.states.save(key, done.state)
+        # Content-keyed and idempotent: kept outside the lease, busy or not.
+        gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
+    except _Busy:
+        raise
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
@@ -170,6 +203,8 @@ async def _transparent_relay(
         body, reads = await _transparently(request, data, mode, policy)
     except _Refused as refused:
         return error_response("anthropic", 500, str(refused))
+    except _Busy:
+        return _busy()
     if reads is None:
         return await relay(request, "anthropic", _dumps(body))
     opened = await open_upstream(request, _dumps(body), "anthropic")
@@ -245,6 +280,8 @@ async def messages(request: Request) -> Response:
             body, reads = await _transparently(request, body, *transparent)
         except _Refused as refused:
             return error_response("anthropic", 500, str(refused))
+        except _Busy:
+            return _busy()
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
     opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):

@@ -414,9 +414,11 @@ async def forward(
     counter: TokenCounter,
     summarizer: Summarizer,
     counts: CountCache | None = None,
+    compaction: bool = True,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
-    docstring); compacts when the trigger is passed. A request that does not continue a
+    docstring); compacts when the trigger is passed (unless ``compaction`` is false: the
+    caller will not save the state, see ``SessionBusy``). A request that does not continue a
     compacted state is forwarded as a new conversation, and the state is kept unless
     that request compacts itself. A summarizer that fails leaves the
     state as it was (the request is forwarded uncompacted: fail open)."""
@@ -433,7 +435,7 @@ async def forward(
     tally = Tally(counter, out, counts)
     tokens = tally.total
     compacted = False
-    if tokens > policy.trigger * policy.window:
+    if compaction and tokens > policy.trigger * policy.window:
         done = await _compacted(
             client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut
         )
@@ -443,9 +445,13 @@ async def forward(
             tokens = Tally(counter, out, counts).total
             compacted = True
     previous_end: int | None = None
-    seen = state.seen
-    if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
-        previous_end = state.seen - state.cut - 1 + (state.summary is not None)
+    seen, seen_digest = state.seen, state.seen_digest
+    if seen == len(client) and seen_digest == digests[-1]:
+        # The previous request again (a client's retry, maybe on another replica after
+        # the first one died): its breakpoint where that request had it, same bytes.
+        seen, seen_digest = state.before_seen, state.before_digest
+    if state.cut < seen < len(digests) and digests[seen] == seen_digest:
+        previous_end = seen - state.cut - 1 + (state.summary is not None)
     if policy.breakpoints:
         out = place_breakpoints(out, previous_end=previous_end)
     state = SessionState(
@@ -455,6 +461,8 @@ async def forward(
         compactions=state.compactions,
         seen=len(client),
         seen_digest=digests[-1],
+        before_seen=seen,
+        before_digest=seen_digest,
     )
     if diverged and not compacted:
         # A side request under the same key (a probe, a rewind before the summary's end):
