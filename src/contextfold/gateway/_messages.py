@@ -20,13 +20,14 @@ from .._logging import logger
 from ..context import ModelSummarizer, Summarizer
 from ..message import Usage
 from ._apply import EditOutcome, apply_context_management, unedited
-from ._body import BodyError, read_body, read_json
+from ._body import BodyError, read_body, read_parsed
 from ._compaction import CompactionDone, compact
 from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response, not_transformed
 from ._paused import paused_answer
+from ._prefix import checkpoint_after, recall
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
@@ -34,6 +35,7 @@ from ._sse import add_context_management
 from ._transparent import TransparentPolicy, forward, view
 from ._transparent_route import TransparentMode, asks_for_nothing, mode_of
 from ._upstream import UpstreamFailure, relayed_headers
+from ._wire import ParsedBody
 
 __all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
 
@@ -45,12 +47,20 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _edited(request: Request, *, compaction: bool) -> tuple[EditOutcome, bool] | Response:
-    """The request read and its edits applied, and whether it asks for nothing
-    (transparent mode's to manage); or the error response to give."""
+def _forwarded(parsed: ParsedBody | None, body: dict[str, Any]) -> bytes:
+    """``body`` as sent upstream: the client's own bytes for what is unchanged."""
+    return parsed.dumps(body) if parsed is not None else _dumps(body)
+
+
+async def _edited(
+    request: Request, *, compaction: bool
+) -> tuple[EditOutcome, bool, ParsedBody] | Response:
+    """The request read and its edits applied, whether it asks for nothing (transparent
+    mode's to manage), and the parsed body; or the error response to give."""
     gateway = gateway_of(request)
     try:
-        data = read_json(await read_body(request, gateway.config.max_body_bytes))
+        parsed = read_parsed(await read_body(request, gateway.config.max_body_bytes))
+        data = parsed.data
         if not isinstance(data.get("messages"), list):
             raise BodyError(400, "messages: expected a list of messages")
     except BodyError as exc:
@@ -67,8 +77,8 @@ async def _edited(request: Request, *, compaction: bool) -> tuple[EditOutcome, b
         gateway.metrics.untransformed += 1
         if gateway.config.fail_closed:
             return error_response("anthropic", 500, not_transformed(exc))
-        return unedited(data, gateway.counter), False
-    return outcome, quiet
+        return unedited(data, gateway.counter), False, parsed
+    return outcome, quiet, parsed
 
 
 def _transparent_summarizer(
@@ -92,15 +102,27 @@ class _Refused(Exception):
 
 
 async def _transparently(
-    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
+    request: Request,
+    body: dict[str, Any],
+    mode: TransparentMode,
+    policy: TransparentPolicy,
+    parsed: ParsedBody | None = None,
 ) -> dict[str, Any]:
     """``body`` as transparent mode forwards it (the conversation's state updated); the
-    body unchanged, counted, if that fails (fail open), or ``_Refused`` (fail closed)."""
+    body unchanged, counted, if that fails (fail open), or ``_Refused`` (fail closed).
+    With ``parsed`` (the client's request, whose messages ``body`` still has), only what
+    the conversation's previous request did not show is digested and counted."""
     gateway = gateway_of(request)
     try:
         key = mode.key(request, body)
         async with mode.states.lock(key):
             state = await mode.states.load(key)
+            same = parsed is not None and body.get("messages") is parsed.data.get("messages")
+            known = (
+                recall(parsed, mode.states.checkpoint(key), gateway.counter)
+                if parsed is not None and same
+                else None
+            )
             done = await forward(
                 body,
                 state,
@@ -108,8 +130,13 @@ async def _transparently(
                 counter=gateway.counter,
                 summarizer=_transparent_summarizer(request, body, policy),
                 counts=gateway.counts,
+                known=known,
             )
             await mode.states.save(key, done.state)
+            checkpoint = None
+            if known is not None and done.counted is not None:
+                checkpoint = checkpoint_after(known, gateway.counter, done.counted)
+            mode.states.keep_checkpoint(key, checkpoint)
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
@@ -142,19 +169,20 @@ async def _transparent_relay(
     gateway = gateway_of(request)
     try:
         raw = await read_body(request, gateway.config.max_body_bytes)
-        data = read_json(raw)
+        parsed = read_parsed(raw)
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
+    data = parsed.data
     if not asks_for_nothing(data) or not isinstance(data.get("messages"), list):
         return await relay(request, "anthropic", raw)
     if count:
         body = await _viewed(request, data, mode, policy)
     else:
         try:
-            body = await _transparently(request, data, mode, policy)
+            body = await _transparently(request, data, mode, policy, parsed)
         except _Refused as refused:
             return error_response("anthropic", 500, str(refused))
-    return await relay(request, "anthropic", _dumps(body))
+    return await relay(request, "anthropic", parsed.dumps(body))
 
 
 def _summarizer(
@@ -194,7 +222,7 @@ async def messages(request: Request) -> Response:
     edited = await _edited(request, compaction=True)
     if isinstance(edited, Response):
         return edited
-    outcome, quiet = edited
+    outcome, quiet, parsed = edited
     for entry in outcome.applied_edits:
         gateway.metrics.edits[str(entry["type"])] += 1
     gateway.metrics.tokens_saved += outcome.tokens_saved
@@ -220,11 +248,11 @@ async def messages(request: Request) -> Response:
             return paused_answer(body, done, field)
     elif transparent is not None and quiet and not outcome.failed:
         try:
-            body = await _transparently(request, body, *transparent)
+            body = await _transparently(request, body, *transparent, parsed)
         except _Refused as refused:
             return error_response("anthropic", 500, str(refused))
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
-    opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
+    opened = await open_upstream(request, _forwarded(parsed, body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
         return opened
     if opened.status_code >= 400 or not outcome.requested or outcome.failed:
@@ -280,7 +308,7 @@ async def count_tokens(request: Request) -> Response:
     edited = await _edited(request, compaction=False)
     if isinstance(edited, Response):
         return edited
-    outcome, quiet = edited
+    outcome, quiet, _ = edited
     input_tokens = outcome.input_tokens
     if transparent is not None and quiet and not outcome.failed:
         body = await _viewed(request, outcome.body, *transparent)

@@ -20,9 +20,12 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..workspace import SessionStore
+
+if TYPE_CHECKING:
+    from ._prefix import Checkpoint
 
 __all__ = ["SessionState", "SessionStates", "content_digest", "session_key"]
 
@@ -110,13 +113,30 @@ class SessionState:
 class SessionStates:
     """Every conversation's :class:`SessionState`: the most recent ``size`` in memory, all
     of them in ``store`` when one is given (read through on a miss, written on every
-    change). One lock per conversation orders its concurrent requests."""
+    change). One lock per conversation orders its concurrent requests. Beside each state,
+    in memory only, the :class:`~._prefix.Checkpoint` of the conversation's last request
+    (what the next one need not hash or count again)."""
 
     def __init__(self, store: SessionStore | None = None, *, size: int = 10_000) -> None:
         self.store = store
         self.size = size
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._checkpoints: OrderedDict[str, Checkpoint] = OrderedDict()
+
+    def checkpoint(self, key: str) -> Checkpoint | None:
+        """The checkpoint of conversation ``key``'s last request, if kept."""
+        return self._checkpoints.get(key)
+
+    def keep_checkpoint(self, key: str, checkpoint: Checkpoint | None) -> None:
+        """Keep ``checkpoint`` for ``key`` (``None`` forgets it); the most recent ``size``."""
+        if checkpoint is None:
+            self._checkpoints.pop(key, None)
+            return
+        self._checkpoints[key] = checkpoint
+        self._checkpoints.move_to_end(key)
+        while len(self._checkpoints) > self.size:
+            self._checkpoints.popitem(last=False)
 
     def lock(self, key: str) -> asyncio.Lock:
         """The lock of conversation ``key``."""

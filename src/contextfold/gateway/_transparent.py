@@ -47,6 +47,7 @@ from ..token import TokenCounter, head_within, tail_within
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
+from ._prefix import Counted, Known
 from ._sessions import SessionState, content_digest
 
 __all__ = ["TRUNCATION_NOTE", "Forwarded", "TransparentPolicy", "forward", "view"]
@@ -111,6 +112,8 @@ class Forwarded:
     """Tokens of ``body`` by the gateway's counter."""
     original_tokens: int
     """Tokens of the client's request as sent."""
+    counted: Counted | None = None
+    """How it was counted (what the conversation's next request can reuse)."""
 
 
 def _digests(messages: Sequence[Any]) -> list[str]:
@@ -292,22 +295,27 @@ async def forward(
     counter: TokenCounter,
     summarizer: Summarizer,
     counts: CountCache | None = None,
+    known: Known | None = None,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
     docstring); compacts when the trigger is passed. A request that does not continue a
     compacted state is forwarded as a new conversation, and the state is kept unless
     that request compacts itself. A summarizer that fails leaves the
-    state as it was (the request is forwarded uncompacted: fail open)."""
+    state as it was (the request is forwarded uncompacted: fail open). ``known`` is
+    what the conversation's previous request showed (:mod:`._prefix`): only the
+    messages after it are digested and counted."""
     client = body.get("messages")
     if not isinstance(client, list):
         raise ValueError("messages: expected a list of messages")
-    digests = _digests(client)
+    digests: Sequence[str] = known.digests if known is not None else _digests(client)
     kept = state
     state = _continued(state, digests)
     diverged = state is not kept and kept.summary is not None
-    original = Tally(counter, body, counts).total
+    client_tally = Tally(counter, body, counts, base=known.client_base() if known else None)
+    original = client_tally.total
     out = {**body, "messages": _messages(client, state, policy, counter)}
-    tally = Tally(counter, out, counts)
+    base = known.forwarded_base(state) if known is not None else None
+    tally = Tally(counter, out, counts, base=base)
     tokens = tally.total
     compacted = False
     if tokens > policy.trigger * policy.window:
@@ -317,8 +325,10 @@ async def forward(
         if done is not None:
             state = done
             out = {**body, "messages": _messages(client, state, policy, counter)}
-            tokens = Tally(counter, out, counts).total
+            tally = Tally(counter, out, counts)
+            tokens = tally.total
             compacted = True
+    counted = Counted(state, client_tally, tally)
     previous_end: int | None = None
     seen = state.seen
     if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
@@ -337,4 +347,4 @@ async def forward(
         # A side request under the same key (a probe, a rewind before the summary's end):
         # forwarded on its own, the conversation's compaction kept for its next turn.
         state = kept
-    return Forwarded(out, state, compacted, tokens, original)
+    return Forwarded(out, state, compacted, tokens, original, counted)
