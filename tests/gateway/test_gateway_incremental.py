@@ -223,10 +223,11 @@ def test_a_changed_old_message_is_not_taken_for_the_previous_prefix() -> None:
     asyncio.run(run())
 
 
-def test_a_turn_through_the_gateway_digests_only_its_new_messages(
+def test_a_turn_through_the_gateway_digests_and_counts_only_its_new_messages(
     upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before the incremental path every turn digested all its messages again."""
+    """Before the incremental path every turn digested (and looked up the count of) all
+    its messages again."""
     digested: list[int] = []
     original = _transparent.content_digest
 
@@ -234,6 +235,14 @@ def test_a_turn_through_the_gateway_digests_only_its_new_messages(
         digested.append(1)
         return original(previous, value)
 
+    counted: list[int] = []
+    count = CountCache.count
+
+    def counting_tokens(self: CountCache, counter: Any, raw: Any) -> int:
+        counted.append(1)
+        return count(self, counter, raw)
+
+    monkeypatch.setattr(CountCache, "count", counting_tokens)
     monkeypatch.setattr(_transparent, "content_digest", counting)
     if hasattr(_prefix, "content_digest"):
         monkeypatch.setattr(_prefix, "content_digest", counting)
@@ -242,17 +251,22 @@ def test_a_turn_through_the_gateway_digests_only_its_new_messages(
         GatewayConfig(upstream=upstream.url), transparent=TransparentPolicy(window=1_000_000)
     )
     headers = {**HEADERS, "x-contextfold-session": "one"}
-    per_turn = []
+    per_turn, counts_per_turn = [], []
     with serving(app) as url, httpx.Client(base_url=url, timeout=30) as http:
-        for n in (151, 153, 155):
+        for n in (151, 153, 153, 155):  # the same turn twice: a client retrying
             upstream.then_json(message("ok"))
             digested.clear()
+            counted.clear()
             body = json.dumps(turn(messages, n)).encode()
             http.post("/v1/messages", content=body, headers=headers).raise_for_status()
             per_turn.append(len(digested))
+            counts_per_turn.append(len(counted))
             assert plain(upstream.received[-1].json()) == plain(turn(messages, n))
     assert per_turn[0] >= 150  # the first request of a conversation: every message
     assert max(per_turn[1:]) <= 6  # later turns: the two new ones and the moved marker's
+    # Counted: the new messages and the few around the boundaries kept, not the history.
+    assert counts_per_turn[0] >= 150
+    assert max(counts_per_turn[1:]) <= 12
 
 
 def test_a_request_with_nothing_to_change_reaches_the_upstream_byte_for_byte(

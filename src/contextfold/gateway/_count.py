@@ -153,9 +153,12 @@ class Tally:
 
     def messages_before(self, k: int) -> int:
         """Tokens of ``messages[:k]``."""
-        if self._base is not None and k >= self._base[0]:
+        if self._base is not None:
             known, tokens = self._base
-            return tokens + sum(self.count(i) for i in range(known, k))
+            if k >= known:
+                return tokens + sum(self.count(i) for i in range(known, k))
+            if known - k < k:  # fewer to count back from the known prefix than forward
+                return tokens - sum(self.count(i) for i in range(k, known))
         return sum(self.count(i) for i in range(k))
 
     def measure(self, raw: Any) -> int:

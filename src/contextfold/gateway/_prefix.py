@@ -213,8 +213,7 @@ def checkpoint_after(known: Known, counter: Any, counted: Counted) -> Checkpoint
     summary_tokens = tally.count(0) if summarized else 0
     marks: list[Mark] = []
     for index in indices:
-        parsed.scan(index - 1, index - 1)
-        length = parsed.ends[index - 1] - first
+        length = parsed.end(index - 1) - first
         previous = old.get(index)
         if index <= matched and previous is not None and previous.length == length:
             raw = previous.raw

@@ -94,6 +94,14 @@ class ParsedBody:
         i = _skip(self.text, end)
         return _skip(self.text, i + 1) if self.text[i : i + 1] == "," else None
 
+    def end(self, index: int) -> int:
+        """Where message ``index`` ends (scanned for if not yet known)."""
+        found = self.ends.get(index)
+        if found is None:
+            self.scan(index, index)
+            found = self.ends[index]
+        return found
+
     def learn_end(self, index: int, end: int) -> None:
         """Message ``index`` ends at ``end`` (the caller verified it)."""
         self.ends[index] = end
