@@ -12,7 +12,9 @@ thinking on, ``clear_thinking_20251015`` with ``keep: "all"``: nothing is cleare
 compacted. Each round adds a short exchange to the conversation (as an agent does, the
 last message's ``cache_control`` moved) and sends that round's request once on each path,
 in turn; the figures are the p50 and p99 of each path's time minus the direct time of the
-same round. ``--stream`` does the same with ``"stream": true`` and times the first byte
+same round, and the CPU time each proxy's process used per request (``/proc/PID/stat``:
+on a loaded machine the wall-clock figures carry the scheduler's delays, the CPU time
+does not). ``--stream`` does the same with ``"stream": true`` and times the first byte
 of the answer (the upstream sends its first event at once, the rest 5 ms later).
 
 The transform alone (in this process, no HTTP) is timed as the gateway did it before the
@@ -187,7 +189,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--stream", action="store_true", help="time to first byte, streamed")
     args = parser.parse_args()
-    from ._gateway_servers import serving
+    from ._gateway_servers import cpu_seconds, serving
 
     bodies = conversation(args.rounds + 3)
     counter = AnthropicEstimator()
@@ -209,12 +211,18 @@ def main() -> None:
     added: dict[str, list[float]] = {name: [] for name in paths}
     with (
         serving("upstream") as (upstream, _),
-        serving("relay", upstream) as (relay, _),
-        serving("gateway", upstream, "--pass") as (passing, _),
-        serving("gateway", upstream) as (emulating, _),
-        serving("gateway", upstream, "--window", "200000") as (transparent, _),
+        serving("relay", upstream) as (relay, relay_pid),
+        serving("gateway", upstream, "--pass") as (passing, passing_pid),
+        serving("gateway", upstream) as (emulating, emulating_pid),
+        serving("gateway", upstream, "--window", "200000") as (transparent, transparent_pid),
         httpx.Client(timeout=60) as client,
     ):
+        pids = {
+            "trivial relay": relay_pid,
+            "gateway, pass-through": passing_pid,
+            "gateway, emulating": emulating_pid,
+            "gateway, transparent": transparent_pid,
+        }
         urls = {
             "trivial relay": relay,
             "gateway, pass-through": passing,
@@ -242,11 +250,13 @@ def main() -> None:
             post(upstream, plain[r])
             for name, url in urls.items():
                 post(url, noop[r] if name != "gateway, pass-through" else plain[r])
+        cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
         for r in range(3, len(bodies)):
             direct = post(upstream, plain[r])
             for name, url in urls.items():
                 raw = noop[r] if name != "gateway, pass-through" else plain[r]
                 added[name].append(post(url, raw) - direct)
+        cpu = {name: (cpu_seconds(pid) - cpu[name]) / args.rounds for name, pid in pids.items()}
     ms = 1000
     what = "time to first byte" if args.stream else "added latency"
     print(f"request: {len(noop[-1]):,} bytes, {tokens:,} tokens ({counter.name})")
@@ -254,7 +264,10 @@ def main() -> None:
     print(f"rounds: {args.rounds}; target (issue 29): {what} {target}")
     for name, values in added.items():
         p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
-        print(f"{what} over direct, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        print(
+            f"{what} over direct, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms; "
+            f"CPU per request {cpu[name] * ms:.2f} ms"
+        )
     if not args.stream:
         steps = _transform_steps(bodies[: min(len(bodies), 60)])
         for name, values in steps.items():
