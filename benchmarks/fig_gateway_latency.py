@@ -237,10 +237,10 @@ def main() -> None:
                     "POST", f"{url}/v1/messages", content=raw, headers=headers
                 ) as response:
                     response.raise_for_status()
-                    for _ in response.iter_raw():
-                        elapsed = time.perf_counter() - start
-                        break
-                    for _ in response.iter_raw():
+                    chunks = response.iter_raw()
+                    next(chunks)
+                    elapsed = time.perf_counter() - start
+                    for _ in chunks:
                         pass
                 return elapsed
             client.post(f"{url}/v1/messages", content=raw, headers=headers).raise_for_status()
