@@ -20,7 +20,9 @@ of the answer (the upstream sends its first event at once, the rest 5 ms later).
 The transform alone (in this process, no HTTP) is timed as the gateway did it before the
 incremental path (``json.loads``, every message digested and counted, ``json.dumps``)
 and as it does now (parse once, the previous request's prefix verified by one SHA-256
-pass, only new messages digested and counted, the client's bytes reused).
+pass, only new messages digested and counted, the client's bytes reused); the edit step
+alone as before (Claude Code's no-op; ``clear_tool_uses`` at its default trigger, cold
+and with the previous turn counted).
 
     python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream]
 
@@ -184,6 +186,33 @@ def _transform_steps(bodies: list[dict[str, Any]]) -> dict[str, list[float]]:
     return {k: v[1:] for k, v in times.items()}  # the first request has no previous one
 
 
+def _edit_steps(body: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """The edit step alone (``apply_context_management``, parse excluded): Claude Code's
+    no-op, and ``clear_tool_uses`` at its default trigger (the whole request counted),
+    cold and with the session's previous turn already counted (``CountCache``)."""
+    counter = AnthropicEstimator()
+    raw = json.dumps(body).encode()
+    times: dict[str, list[float]] = {"no-op": [], "cold": [], "warm": []}
+    for _ in range(rounds):
+        parsed = json.loads(raw)
+        start = time.perf_counter()
+        apply_context_management(parsed, AnthropicEstimator())
+        times["no-op"].append(time.perf_counter() - start)
+    trigger = {"edits": [{"type": "clear_tool_uses_20250919"}]}  # 100k trigger: counts all
+    previous = {**body, "messages": body["messages"][:-2], "context_management": trigger}
+    with_trigger = {**body, "context_management": trigger}
+    for _ in range(max(rounds // 4, 3)):
+        start = time.perf_counter()
+        _ = apply_context_management(with_trigger, AnthropicEstimator()).input_tokens
+        times["cold"].append(time.perf_counter() - start)
+        cache = CountCache()
+        _ = apply_context_management(previous, counter, cache=cache).input_tokens
+        start = time.perf_counter()
+        _ = apply_context_management(with_trigger, counter, cache=cache).input_tokens
+        times["warm"].append(time.perf_counter() - start)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=300)
@@ -273,6 +302,14 @@ def main() -> None:
         for name, values in steps.items():
             p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
             print(f"transparent transform alone, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        labels = {
+            "no-op": "edit step alone, Claude Code's no-op",
+            "cold": "edit step, clear_tool_uses at its input_tokens trigger, cold",
+            "warm": "the same, the previous turn already counted (CountCache)",
+        }
+        for name, values in _edit_steps(bodies[-1], 40).items():
+            p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
+            print(f"{labels[name]}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 if __name__ == "__main__":
