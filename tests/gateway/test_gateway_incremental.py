@@ -318,3 +318,50 @@ def test_count_cache_is_shared_not_required() -> None:
         counts.count(counter, m) for m in body["messages"]
     )
     assert done.input_tokens == expected
+
+
+def test_count_tokens_in_a_conversation_counts_only_what_is_new(
+    upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``count_tokens`` reads the conversation's checkpoint too (it digested and counted
+    every message before); its answer is the same as a gateway that never saw it."""
+    digested: list[int] = []
+    original = _transparent.content_digest
+
+    def counting(previous: str, value: Any) -> str:
+        digested.append(1)
+        return original(previous, value)
+
+    counted: list[int] = []
+    count = CountCache.count
+
+    def counting_tokens(self: CountCache, counter: Any, raw: Any) -> int:
+        counted.append(1)
+        return count(self, counter, raw)
+
+    monkeypatch.setattr(CountCache, "count", counting_tokens)
+    monkeypatch.setattr(_transparent, "content_digest", counting)
+    monkeypatch.setattr(_prefix, "content_digest", counting)
+    messages = history(100)
+    policy = TransparentPolicy(window=1_000_000)
+    headers = {**HEADERS, "x-contextfold-session": "one"}
+    noop = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+    asked = json.dumps({**turn(messages, 153), "context_management": noop}).encode()
+    with (
+        serving(create_app(GatewayConfig(upstream=upstream.url), transparent=policy)) as url,
+        serving(create_app(GatewayConfig(upstream=upstream.url), transparent=policy)) as fresh,
+        httpx.Client(timeout=30) as http,
+    ):
+        upstream.then_json(message("ok"))
+        body = json.dumps(turn(messages, 151)).encode()
+        http.post(f"{url}/v1/messages", content=body, headers=headers).raise_for_status()
+        digested.clear()
+        counted.clear()
+        answer = http.post(f"{url}/v1/messages/count_tokens", content=asked, headers=headers)
+        assert len(digested) <= 6
+        assert len(counted) <= 12
+        expected = http.post(
+            f"{fresh}/v1/messages/count_tokens", content=asked, headers=headers
+        ).json()
+    assert answer.json() == expected
+    assert expected["input_tokens"] > 50_000

@@ -27,7 +27,7 @@ from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response, not_transformed
 from ._paused import paused_answer
-from ._prefix import checkpoint_after, recall
+from ._prefix import Known, checkpoint_after, recall
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
@@ -149,16 +149,35 @@ async def _transparently(
 
 
 async def _viewed(
-    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
-) -> dict[str, Any]:
-    """``body`` as it would be forwarded now (no compaction run, no state changed)."""
+    request: Request,
+    body: dict[str, Any],
+    mode: TransparentMode,
+    policy: TransparentPolicy,
+    parsed: ParsedBody | None = None,
+) -> tuple[dict[str, Any], Known | None, tuple[int, int] | None]:
+    """``body`` as it would be forwarded now (no compaction run, no state changed), what
+    the conversation's last request showed (with ``parsed``), and the tokens of the
+    forwarded messages that need no counting again, when known."""
     gateway = gateway_of(request)
     try:
-        state = await mode.states.load(mode.key(request, body))
-        return view(body, state, policy, gateway.counter)
+        key = mode.key(request, body)
+        state = await mode.states.load(key)
+        same = parsed is not None and body.get("messages") is parsed.data.get("messages")
+        known = (
+            recall(parsed, mode.states.checkpoint(key), gateway.counter)
+            if parsed is not None and same
+            else None
+        )
+        viewed = view(body, state, policy, gateway.counter, known=known)
+        base = None
+        if known is not None:
+            digests = known.digests
+            if state.cut < len(digests) and digests[state.cut] == state.cut_digest:
+                base = known.forwarded_base(state)
+        return viewed, known, base
     except Exception as exc:
         logger.warning("gateway: transparent view not applied (%s)", type(exc).__name__)
-        return body
+        return body, None, None
 
 
 async def _transparent_relay(
@@ -176,7 +195,7 @@ async def _transparent_relay(
     if not asks_for_nothing(data) or not isinstance(data.get("messages"), list):
         return await relay(request, "anthropic", raw)
     if count:
-        body = await _viewed(request, data, mode, policy)
+        body, _, _ = await _viewed(request, data, mode, policy, parsed)
     else:
         try:
             body = await _transparently(request, data, mode, policy, parsed)
@@ -308,13 +327,18 @@ async def count_tokens(request: Request) -> Response:
     edited = await _edited(request, compaction=False)
     if isinstance(edited, Response):
         return edited
-    outcome, quiet, _ = edited
-    input_tokens = outcome.input_tokens
+    outcome, quiet, parsed = edited
     if transparent is not None and quiet and not outcome.failed:
-        body = await _viewed(request, outcome.body, *transparent)
-        input_tokens = Tally(gateway.counter, body, gateway.counts).total
+        body, known, base = await _viewed(request, outcome.body, *transparent, parsed)
+        input_tokens = Tally(gateway.counter, body, gateway.counts, base=base).total
+        client = known.client_base() if known is not None else None
+        sent = Tally(gateway.counter, outcome.body, gateway.counts, base=client)
+        original = sent.total + outcome.tokens_saved if outcome.requested else 0
+    else:
+        input_tokens = outcome.input_tokens
+        original = outcome.original_input_tokens if outcome.requested else 0
     result: dict[str, Any] = {"input_tokens": input_tokens}
     if outcome.requested:
-        result["context_management"] = {"original_input_tokens": outcome.original_input_tokens}
+        result["context_management"] = {"original_input_tokens": original}
     name = str(getattr(gateway.counter, "name", type(gateway.counter).__name__))
     return JSONResponse(result, headers={"x-contextfold-counter": name})

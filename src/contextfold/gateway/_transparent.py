@@ -202,11 +202,13 @@ def view(
     state: SessionState,
     policy: TransparentPolicy,
     counter: TokenCounter,
+    *,
+    known: Known | None = None,
 ) -> dict[str, Any]:
     """The body that would be forwarded with ``state``, no compaction run (what
-    ``count_tokens`` counts)."""
+    ``count_tokens`` counts); ``known`` as for :func:`forward`."""
     client = body.get("messages") or []
-    state = _continued(state, _digests(client))
+    state = _continued(state, known.digests if known is not None else _digests(client))
     return {**body, "messages": _messages(client, state, policy, counter)}
 
 
