@@ -365,3 +365,16 @@ def test_count_tokens_in_a_conversation_counts_only_what_is_new(
         ).json()
     assert answer.json() == expected
     assert expected["input_tokens"] > 50_000
+
+
+def test_a_member_appended_to_in_place_is_not_forwarded_as_it_was_parsed() -> None:
+    """The gateway's code builds new values, but a list grown in place (a tool appended
+    to ``tools``) must still be forwarded as it now is, not as the client sent it."""
+    raw = b'{"model": "m", "tools": [{"name": "a"}], "messages": [{"role": "user"}]}'
+    parsed = parse_body(raw)
+    assert isinstance(parsed, ParsedBody)
+    assert parsed.dumps(parsed.data) == raw
+    parsed.data["tools"].append({"name": "b"})
+    assert json.loads(parsed.dumps(parsed.data)) == parsed.data
+    parsed.data["extra"] = 1
+    assert json.loads(parsed.dumps(parsed.data)) == parsed.data

@@ -64,6 +64,8 @@ class ParsedBody:
     """Where the first message starts (``None``: ``messages`` is not a non-empty array)."""
     utf8: bool = True
     """Whether ``raw`` is plain UTF-8 (no BOM): ``text`` is then ``raw`` decoded."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Top-level member -> its size as parsed, for the lists and objects."""
     ends: dict[int, int] = field(default_factory=dict)
     """Message index -> where that message ends in ``text`` (known so far)."""
     _by_id: dict[int, int] | None = field(default=None, repr=False)
@@ -166,19 +168,30 @@ class ParsedBody:
             parts.append(self._run(*run))
         return "[" + ",".join(parts) + "]"
 
+    def _unchanged(self, key: str, value: Any) -> bool:
+        """Whether ``value`` is member ``key`` as parsed: the same object, and for a list
+        or an object the same size (a guard against an in-place append, which the
+        gateway's code does not do)."""
+        data = self.data
+        if key not in data or data[key] is not value:
+            return False
+        size = self.sizes.get(key)
+        return size is None or (isinstance(value, list | dict) and len(value) == size)
+
     def dumps(self, out: dict[str, Any]) -> bytes:
         """``out`` (built from ``data``) as the bytes to forward: every member and message
         that is still the object parsed here as the client's text, the rest as compact
         JSON. ``data`` itself, unchanged, is ``raw``."""
-        data = self.data
-        if self.utf8 and (
-            out is data or (out.keys() == data.keys() and all(out[k] is data[k] for k in out))
+        if (
+            self.utf8
+            and out.keys() == self.members.keys()
+            and all(self._unchanged(k, v) for k, v in out.items())
         ):
             return self.raw
         parts: list[str] = []
         for key, value in out.items():
             span = self.members.get(key)
-            if span is not None and key in data and data[key] is value:
+            if span is not None and self._unchanged(key, value):
                 parts.append(self.text[span[0] : span[1]])
             elif key == "messages" and isinstance(value, list):
                 parts.append(dumps(key) + ":" + self._messages_text(value))
@@ -198,6 +211,7 @@ def parse_body(raw: bytes) -> ParsedBody | Any:
         return json.loads(text)
     data: dict[str, Any] = {}
     members: dict[str, tuple[int, int]] = {}
+    sizes: dict[str, int] = {}
     first: int | None = None
     last: tuple[int, int] | None = None  # the last message's index and end
     i = _skip(text, i + 1)
@@ -226,6 +240,10 @@ def parse_body(raw: bytes) -> ParsedBody | Any:
                     last = (len(value) - 1, end)
             data[key] = value
             members[key] = (start, i)
+            if isinstance(value, list | dict):
+                sizes[key] = len(value)
+            else:
+                sizes.pop(key, None)
             i = _skip(text, i)
             char = text[i : i + 1]
             if char == ",":
@@ -238,7 +256,7 @@ def parse_body(raw: bytes) -> ParsedBody | Any:
     i = _skip(text, i)
     if i != len(text):
         raise JSONDecodeError("Extra data", text, i)
-    parsed = ParsedBody(raw, text, data, members, first, encoding == "utf-8")
+    parsed = ParsedBody(raw, text, data, members, first, encoding == "utf-8", sizes)
     if last is not None:
         parsed.learn_end(*last)
     return parsed
