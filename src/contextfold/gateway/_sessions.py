@@ -27,10 +27,13 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..workspace import SessionStore
 from ._session_lease import Held, SessionBusy, held
+
+if TYPE_CHECKING:
+    from ._prefix import Checkpoint
 
 __all__ = [
     "Held",
@@ -160,7 +163,10 @@ class SessionStates:
     shared by restarts and replicas, so a copy in memory could be stale). One lock per
     conversation orders its concurrent requests in this process; :meth:`hold` also takes
     the store's lease on it, when the store grants leases, for ``lease_ttl`` seconds
-    (renewed while held), waiting at most ``wait`` seconds for either."""
+    (renewed while held), waiting at most ``wait`` seconds for either. Beside each state,
+    in memory only, the :class:`~._prefix.Checkpoint` of the conversation's last request
+    in this process (what the next one need not hash or count again; it is checked
+    against the request's bytes before use, so one left stale by a replica is unused)."""
 
     def __init__(
         self,
@@ -180,6 +186,21 @@ class SessionStates:
         self.wait = wait
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._checkpoints: OrderedDict[str, Checkpoint] = OrderedDict()
+
+    def checkpoint(self, key: str) -> Checkpoint | None:
+        """The checkpoint of conversation ``key``'s last request, if kept."""
+        return self._checkpoints.get(key)
+
+    def keep_checkpoint(self, key: str, checkpoint: Checkpoint | None) -> None:
+        """Keep ``checkpoint`` for ``key`` (``None`` forgets it); the most recent ``size``."""
+        if checkpoint is None:
+            self._checkpoints.pop(key, None)
+            return
+        self._checkpoints[key] = checkpoint
+        self._checkpoints.move_to_end(key)
+        while len(self._checkpoints) > self.size:
+            self._checkpoints.popitem(last=False)
 
     def lock(self, key: str) -> asyncio.Lock:
         """The lock of conversation ``key``."""

@@ -48,6 +48,7 @@ from ..token import TokenCounter, head_within, tail_within
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
+from ._prefix import Counted, Known
 from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offload_note
 from ._sessions import SessionState, content_digest
 
@@ -141,6 +142,9 @@ class Forwarded:
         return isinstance(tools, list) and any(
             isinstance(t, dict) and t.get("name") == READ_TOOL for t in tools
         )
+
+    counted: Counted | None = None
+    """How it was counted (what the conversation's next request can reuse)."""
 
 
 def _digests(messages: Sequence[Any]) -> list[str]:
@@ -293,11 +297,13 @@ def view(
     state: SessionState,
     policy: TransparentPolicy,
     counter: TokenCounter,
+    *,
+    known: Known | None = None,
 ) -> dict[str, Any]:
     """The body that would be forwarded with ``state``, no compaction run (what
-    ``count_tokens`` counts)."""
+    ``count_tokens`` counts); ``known`` as for :func:`forward`."""
     client = body.get("messages") or []
-    state = _continued(state, _digests(client))
+    state = _continued(state, known.digests if known is not None else _digests(client))
     cut = _cut_of(body, policy, counter)
     return _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
 
@@ -415,24 +421,29 @@ async def forward(
     summarizer: Summarizer,
     counts: CountCache | None = None,
     compaction: bool = True,
+    known: Known | None = None,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
     docstring); compacts when the trigger is passed (unless ``compaction`` is false: the
     caller will not save the state, see ``SessionBusy``). A request that does not continue a
     compacted state is forwarded as a new conversation, and the state is kept unless
     that request compacts itself. A summarizer that fails leaves the
-    state as it was (the request is forwarded uncompacted: fail open)."""
+    state as it was (the request is forwarded uncompacted: fail open). ``known`` is
+    what the conversation's previous request showed (:mod:`._prefix`): only the
+    messages after it are digested and counted."""
     client = body.get("messages")
     if not isinstance(client, list):
         raise ValueError("messages: expected a list of messages")
-    digests = _digests(client)
+    digests: Sequence[str] = known.digests if known is not None else _digests(client)
     kept = state
     state = _continued(state, digests)
     diverged = state is not kept and kept.summary is not None
-    original = Tally(counter, body, counts).total
+    client_tally = Tally(counter, body, counts, base=known.client_base() if known else None)
+    original = client_tally.total
     cut = _cut_of(body, policy, counter)
     out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
-    tally = Tally(counter, out, counts)
+    base = known.forwarded_base(state) if known is not None else None
+    tally = Tally(counter, out, counts, base=base)
     tokens = tally.total
     compacted = False
     if compaction and tokens > policy.trigger * policy.window:
@@ -442,8 +453,10 @@ async def forward(
         if done is not None:
             state = done
             out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
-            tokens = Tally(counter, out, counts).total
+            tally = Tally(counter, out, counts)
+            tokens = tally.total
             compacted = True
+    counted = Counted(state, client_tally, tally)
     previous_end: int | None = None
     seen, seen_digest = state.seen, state.seen_digest
     if seen == len(client) and seen_digest == digests[-1]:
@@ -468,4 +481,4 @@ async def forward(
         # A side request under the same key (a probe, a rewind before the summary's end):
         # forwarded on its own, the conversation's compaction kept for its next turn.
         state = kept
-    return Forwarded(out, state, compacted, tokens, original, tuple(cut.offloads.values()))
+    return Forwarded(out, state, compacted, tokens, original, tuple(cut.offloads.values()), counted)
