@@ -394,3 +394,33 @@ def test_a_summary_dropped_because_its_loop_ended_is_reported_when_the_next_star
     assert [e.phase for e in found] == ["started", "discarded", "started"]
     assert found[1].reason == "its event loop ended"
     assert engine.background.discarded == 1
+
+
+async def test_a_swap_keeps_no_reserve_of_the_snapshot_beside_what_arrived_after_it() -> None:
+    # Everything appended after the snapshot is kept at the swap, and it is already more
+    # than ``reserve_ratio``: the snapshot keeps only what must be kept (its newest turn,
+    # the user's request), not a reserve of its own besides (~5% of the window a swap).
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    engine.append(user("Fix the parser."))
+    i = 0
+    while engine.usage(SYSTEM).total <= 0.5 * SIZE:
+        await step(engine, i, tokens=40)  # small steps: the reserve (400) holds several
+        i += 1
+    await engine.prepare(SYSTEM)
+    snapshot = engine.context
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    held.release.set()
+    await asyncio.sleep(0.01)
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i, tokens=40)
+        i += 1
+        if engine.usage(SYSTEM).total <= 0.8 * SIZE:
+            await engine.prepare(SYSTEM)
+    model_input = await engine.prepare(SYSTEM)
+    assert phases(events) == ["started", "ready", "applied"]
+    from_snapshot = [m for m in model_input.context if any(m is s for s in snapshot)]
+    allowed = {snapshot[0].id, snapshot[-2].id, snapshot[-1].id}  # request, newest turn
+    assert [m.id for m in from_snapshot if m.id not in allowed] == []
+    assert check_openai_valid(model_input.messages()) == []

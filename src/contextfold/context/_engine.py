@@ -423,13 +423,24 @@ class ContextEngine:
         fails it (whether to drop messages instead is decided at the trigger)."""
         config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
         request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
-        done = await self._execute(request, prefix.usage, prefix)
+        # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
+        # own kept part; an idle one may be swapped in with nothing arrived.
+        arriving = 0
+        if trigger == "auto":
+            arriving = max(0, self._accounts.trigger(self.config) - prefix.usage.total)
+        done = await self._execute(request, prefix.usage, prefix, arriving=arriving)
         return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
 
     async def _execute(
-        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
+        self,
+        request: CompressionRequest,
+        usage: ContextUsage,
+        prefix: ModelInput | None,
+        *,
+        arriving: int = 0,
     ) -> tuple[CompactionPlan, Outcome] | None:
-        """A plan of the state now, executed by the first tier that applies."""
+        """A plan of the state now, executed by the first tier that applies (``arriving``:
+        tokens that will be kept beside it, see :func:`plan_compaction`)."""
         plan = plan_compaction(
             request,
             usage=usage,
@@ -440,6 +451,7 @@ class ContextEngine:
             redact=self.config.redact,
             counter=self.counter,
             started=time.monotonic(),
+            arriving=arriving,
         )
         if plan is None:
             return None
