@@ -182,8 +182,8 @@ class BackgroundConfig(BaseModel):
 
     wait_ratio: float = Field(default=0.9, gt=0, le=0.95)
     """Past the trigger, while a summary is being prepared, the agent goes on from the full
-    context as long as usage plus its largest recent growth per step stays within this
-    share of the window; only then does it wait for the summary. The room above the
+    context as long as usage plus its typical (median) recent growth per step stays
+    within this share of the window; only then does it wait for the summary. The room above the
     trigger is kept for a compaction call; with one already in flight it is not needed.
     At or below ``trigger_ratio``: wait at the trigger."""
 
