@@ -416,18 +416,24 @@ class ContextEngine:
         self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
     ) -> ContextUsage | None:
         """With ``ContextConfig.background``, before the step: swap in a prepared compaction
-        early when the next one is due right after it (fast growth: the summaries chain),
-        start one when due, or past the trigger when none is in flight (a step jumped past
-        it). The usage the step goes on from, or ``None`` when it must compact now."""
+        early when the next one is due right after it (fast growth: the summaries chain)
+        and it frees at least ``reserve_ratio`` of the window and a typical step (else it
+        would break the cache for little), start one when due, or past the trigger when
+        none is in flight (a step jumped past it). The usage the step goes on from, or
+        ``None`` when it must compact now."""
         prefetch, trigger = self.background, self._accounts.trigger(self.config)
         deadline = prefetch.deadline(self.config, self.context_size)
         prefetch.observe(usage.total)
         prepared = prefetch.peek()
+        after = None
+        if prepared is not None and prepared.applies_to(self._layer, self._context):
+            after = self._usage_after(prepared, usage)
+        worth = max(int(self.config.reserve_ratio * self.context_size), prefetch.typical_step)
         if (
             usage.total <= trigger
-            and prepared is not None
-            and prepared.applies_to(self._layer, self._context)
-            and prefetch.due(self._usage_after(prepared, usage), self.config, self.context_size)
+            and after is not None
+            and usage.total - after >= worth
+            and prefetch.due(after, self.config, self.context_size)
         ):
             taken = await prefetch.take(lambda p: p.applies_to(self._layer, self._context))
             if taken is not None:
