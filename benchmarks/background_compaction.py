@@ -258,11 +258,16 @@ async def main() -> None:
     parser.add_argument("--cost-tolerance", type=float, default=0.05)
     parser.add_argument("--retention-tolerance", type=float, default=0.01)
     parser.add_argument("--wait-ratio", type=float, default=BackgroundConfig().wait_ratio)
+    parser.add_argument(
+        "--assumed-latency",
+        type=float,
+        default=BackgroundConfig().assumed_latency_s,
+        help="BackgroundConfig.assumed_latency_s: the latency assumed until one is measured",
+    )
     args = parser.parse_args()
+    chosen = BackgroundConfig(wait_ratio=args.wait_ratio, assumed_latency_s=args.assumed_latency)
     if args.replay:
-        rows = await replay_rows(
-            args.summary, args.limit, BackgroundConfig(wait_ratio=args.wait_ratio)
-        )
+        rows = await replay_rows(args.summary, args.limit, chosen)
         print_replay(rows, args.summary, args.cost_tolerance, args.retention_tolerance)
         return
     print(
@@ -276,11 +281,13 @@ async def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for background in (False, True):
-        chosen = BackgroundConfig(wait_ratio=args.wait_ratio)
         r = await run(args.steps, args.step, args.summary, background, chosen)
         w = r["waits"]
         med, p95 = (statistics.median(w) if w else 0.0), _pct(w, 0.95)
-        name = f"background (adaptive start, wait at {args.wait_ratio:g})"
+        name = (
+            f"background (wait at {args.wait_ratio:g}, first latency assumed "
+            f"{args.assumed_latency:g} s)"
+        )
         if not background:
             name = "blocking (at the trigger)"
         print(

@@ -49,7 +49,11 @@ class HeldSummarizer:
 
 
 def engine_with(
-    summarizer: HeldSummarizer, events: list[ContextEvent], *, background: bool = True
+    summarizer: HeldSummarizer,
+    events: list[ContextEvent],
+    *,
+    background: bool = True,
+    clock: SystemClock | None = None,
 ) -> ContextEngine:
     model = ScriptedModel([], context_size=SIZE)
     return ContextEngine(
@@ -62,6 +66,7 @@ def engine_with(
             background=BackgroundConfig(start_ratio=0.5) if background else None,
         ),
         on_event=events.append,
+        clock=clock,
     )
 
 
@@ -272,8 +277,10 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
     from contextfold.context import _prefetch
 
     clock = StoppedClock()
-    config = ContextConfig(
-        trigger_ratio=0.8, reserve_ratio=0.1, background=BackgroundConfig(start_ratio=0.6)
+    config = ContextConfig(  # the agent waits at the trigger (8,000 of 10,000)
+        trigger_ratio=0.8,
+        reserve_ratio=0.1,
+        background=BackgroundConfig(start_ratio=0.6, wait_ratio=0.8),
     )
 
     async def emit(event: ContextEvent) -> None:
@@ -286,21 +293,24 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
         for second, tokens in enumerate(usage):
             clock.time = float(second)
             prefetch.observe(tokens)
-            found.append(prefetch.due(tokens, config, 10_000, 8000))
+            found.append(prefetch.due(tokens, config, 10_000))
         return found
 
     # Usage grows 400, 400, then 600 tokens a second toward a trigger at 8,000.
     growing = [3600, 4000, 4400, 5000]
-    # The last summary took 5 s: at 5,000 tokens the trigger is 6 s away (< 1.5 x 5 s).
+    # The last summary took 5 s: at 5,000 tokens the trigger is 3,000 tokens away, less
+    # than 1.25 x 5 s at 500 tokens a second.
     assert run(5.0, growing) == [False, False, False, True]
-    # No summary measured yet: only the start mark (6,000) starts one.
-    assert run(None, growing) == [False, False, False, False]
-    assert run(None, [*growing, 6100]) == [False, False, False, False, True]
+    # No summary measured yet: 10 s assumed (assumed_latency_s), so from 4,000 tokens on.
+    assert run(None, growing) == [False, True, True, True]
+    # Before any growth is seen: the start mark (6,000).
+    assert run(None, [5900]) == [False]
+    assert run(None, [6100]) == [True]
     # Never below halfway between reserve and start mark (3,500), however slow.
     assert run(1000.0, [2000, 3000, 3400, 3600]) == [False, False, False, True]
     # A fast summary and slow growth: past the start mark is too early (the later the
     # snapshot, the more it folds); it starts once 8,000 comes within 1.25 x 1 s at the
-    # growth rate plus the largest step (1,500 tokens at 7,700).
+    # growth rate (912 tokens a second at 7,700).
     assert run(1.0, [5000, 5100, 6100, 6200, 7700]) == [False, False, False, False, True]
 
 
@@ -335,7 +345,8 @@ async def test_past_the_trigger_the_agent_goes_on_until_the_wait_mark() -> None:
     held.release.set()
     model_input = await waiting
     assert model_input.summary is not None
-    assert phases(events) == ["started", "ready", "applied"]
+    # Applied; the next one may start at once (the growth here is fast: no real time).
+    assert phases(events)[:3] == ["started", "ready", "applied"]
     assert model_input.usage.total <= 0.8 * SIZE
 
 
@@ -394,3 +405,115 @@ def test_a_summary_dropped_because_its_loop_ended_is_reported_when_the_next_star
     assert [e.phase for e in found] == ["started", "discarded", "started"]
     assert found[1].reason == "its event loop ended"
     assert engine.background.discarded == 1
+
+
+async def test_a_swap_keeps_no_reserve_of_the_snapshot_beside_what_arrived_after_it() -> None:
+    # Everything appended after the snapshot is kept at the swap, and it is already more
+    # than ``reserve_ratio``: the snapshot keeps only what must be kept (its newest turn,
+    # the user's request), not a reserve of its own besides (~5% of the window a swap).
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    engine.append(user("Fix the parser."))
+    i = 0
+    while engine.usage(SYSTEM).total <= 0.5 * SIZE:
+        await step(engine, i, tokens=40)  # small steps: the reserve (400) holds several
+        i += 1
+    await engine.prepare(SYSTEM)
+    snapshot = engine.context
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    held.release.set()
+    await asyncio.sleep(0.01)
+    while engine.usage(SYSTEM).total <= 0.8 * SIZE:
+        await step(engine, i, tokens=40)
+        i += 1
+        if engine.usage(SYSTEM).total <= 0.8 * SIZE:
+            await engine.prepare(SYSTEM)
+    model_input = await engine.prepare(SYSTEM)
+    assert phases(events) == ["started", "ready", "applied"]
+    from_snapshot = [m for m in model_input.context if any(m is s for s in snapshot)]
+    allowed = {snapshot[0].id, snapshot[-2].id, snapshot[-1].id}  # request, newest turn
+    assert [m.id for m in from_snapshot if m.id not in allowed] == []
+    assert check_openai_valid(model_input.messages()) == []
+
+
+class FrozenClock(SystemClock):
+    """The system's waits, at a time that does not move: no growth rate is ever seen."""
+
+    def now(self) -> float:
+        return 0.0
+
+
+async def test_a_step_that_jumps_past_the_trigger_starts_one_and_the_agent_goes_on() -> None:
+    # Nothing was prepared (the jump came from below the start mark): the summary starts
+    # at the trigger and the agent goes on from the full context until the wait mark.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events, clock=FrozenClock())
+    engine.append(user("Fix the parser."))
+    i = 0
+    while engine.usage(SYSTEM).total <= 0.3 * SIZE:
+        await step(engine, i, tokens=40)
+        i += 1
+        await engine.prepare(SYSTEM)
+    await step(engine, i, tokens=int(0.8 * SIZE - engine.usage(SYSTEM).total) // 2 + 60)
+    usage = engine.usage(SYSTEM).total
+    assert 0.8 * SIZE < usage < 0.9 * SIZE - 100
+    assert phases(events) == []
+    model_input = await asyncio.wait_for(engine.prepare(SYSTEM), timeout=5)
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    assert model_input.summary is None  # not waiting: the full context
+    assert compressions(events) == []
+    held.release.set()
+    await asyncio.sleep(0.01)
+    await step(engine, i + 1, tokens=40)
+    model_input = await engine.prepare(SYSTEM)
+    assert phases(events)[:3] == ["started", "ready", "applied"]
+    assert model_input.summary is not None
+    assert model_input.usage.total <= 0.8 * SIZE
+
+
+async def test_when_the_context_grows_fast_the_summaries_chain() -> None:
+    # 0.5 s steps of ~700 tokens in a 16,000-token window and a 5 s summary: the context
+    # grows ~7,000 tokens while one is written. Each prepared summary is swapped in as soon
+    # as it is ready (the next one being due at once) and the next starts in that step,
+    # one in flight at a time; the agent waits at most two steps for each (the ~2 x 7,000
+    # tokens a chain holds at its peak, plus the summary, pass the wait mark by a step).
+    from contextfold.replay import LatentSummarizer, SimulatedClock
+
+    size = 16_000
+    clock = SimulatedClock()
+    clock.main = asyncio.current_task()
+    timeline: list[tuple[float, str]] = []
+
+    def record(event: ContextEvent) -> None:
+        if isinstance(event, BackgroundCompactionEvent):
+            timeline.append((clock.now(), event.phase))
+
+    engine = ContextEngine(
+        counter=ScriptedModel([], context_size=size).token_counter,
+        context_size=size,
+        summarizer=LatentSummarizer(ExtractiveSummarizer(), clock, 5.0),
+        config=ContextConfig(background=BackgroundConfig()),
+        on_event=record,
+        clock=clock,
+    )
+    engine.append(user("Read every log."))
+    waits: list[float] = []
+    for i in range(80):
+        before, applied = clock.now(), len([p for _, p in timeline if p == "applied"])
+        model_input = await engine.prepare(SYSTEM)
+        await clock.settle()
+        assert model_input.usage.total <= 0.9 * size
+        if len([p for _, p in timeline if p == "applied"]) > applied:
+            waits.append(clock.now() - before)
+        await clock.advance(0.5)
+        await step(engine, i, tokens=340)  # about 700 tokens
+    assert len(waits) >= 6
+    assert max(waits[1:]) <= 1.0  # after the first, at most two steps
+    # Chained: from the second on, the next starts in the step the last was applied.
+    applied_at = [t for t, p in timeline if p == "applied"]
+    started_at = {t for t, p in timeline if p == "started"}
+    assert all(t in started_at for t in applied_at[1:])
+    phases_seen = [p for _, p in timeline]
+    assert "discarded" not in phases_seen[:-1]

@@ -154,26 +154,36 @@ class LayerConfig(BaseModel):
 
 
 class BackgroundConfig(BaseModel):
-    """Compaction prepared off the critical path: when usage passes ``start_ratio`` of the
-    window, the summary of a snapshot (what would be folded at the trigger) is written in
-    the background while the agent keeps working from the full context; at the trigger
-    the prepared summary is swapped in and everything that arrived after the snapshot is
-    kept, so the agent waits only for what is left of the summary, if anything."""
+    """Compaction prepared off the critical path: shortly before the trigger (see
+    ``start_ratio``), the summary of a snapshot is written in the background while the
+    agent keeps working from the full context; at the trigger the prepared summary is
+    swapped in and everything that arrived after the snapshot is kept, so the agent waits
+    only for what is left of the summary, if anything. When the context grows so fast that
+    the next summary is due as soon as one is swapped in, each is swapped in as soon as it
+    is ready and the next starts at once (still one in flight at a time); a step that
+    jumps past the trigger with none in flight starts one there."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start_ratio: float = Field(default=0.6, gt=0, lt=1)
-    """Usage at which the first background summary starts; between ``reserve_ratio`` and
-    ``trigger_ratio``. Once a summary's latency is known, the next one starts as late as
-    it can and still be ready in time: when, at the rate the context grows, the point
-    where the agent would wait for it (``wait_ratio``) comes within 1.25 times that
-    latency plus one step's growth; never below halfway between ``reserve_ratio`` and this
-    mark. The later the snapshot, the more a summary folds."""
+    """Between ``reserve_ratio`` and ``trigger_ratio``: a summary never starts below
+    halfway between ``reserve_ratio`` and this mark, and starts past it while the rate
+    the context grows at is not known yet (no step has added to it). Otherwise it starts
+    as late as it can and still be ready in time: once, at that rate, the point where the
+    agent would wait for it (``wait_ratio``) comes within 1.25 times its latency (the
+    last one measured, ``assumed_latency_s`` until one is). The later the snapshot, the
+    more a summary folds."""
+
+    assumed_latency_s: float = Field(default=10.0, gt=0)
+    """The summary's latency assumed until one has been measured (the first summary of a
+    session): a model writing a summary of a window takes seconds to a minute. A larger
+    value starts the first summary earlier (it folds less, and more are discarded at the
+    run's end); a smaller one risks a wait when the context grows fast."""
 
     wait_ratio: float = Field(default=0.9, gt=0, le=0.95)
     """Past the trigger, while a summary is being prepared, the agent goes on from the full
-    context as long as usage plus its largest recent growth per step stays within this
-    share of the window; only then does it wait for the summary. The room above the
+    context as long as usage plus its typical (median) recent growth per step stays
+    within this share of the window; only then does it wait for the summary. The room above the
     trigger is kept for a compaction call; with one already in flight it is not needed.
     At or below ``trigger_ratio``: wait at the trigger."""
 

@@ -227,21 +227,17 @@ class ContextEngine:
         async with self._lock:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
-            trigger = self._accounts.trigger(self.config)
-            background = self.config.background
-            deadline = trigger
-            if background is not None:
-                self.background.observe(usage.total)
-                deadline = max(trigger, int(background.wait_ratio * self.context_size))
-            if usage.total <= trigger or self.background.defers(usage.total, deadline):
-                if self.background.due(usage.total, self.config, self.context_size, deadline):
-                    prefix = self._input(system_prompt, tools, usage)
-                    key = (self._start, id(self._layer), self.compressions)
-                    await self.background.start(key, lambda: self._prepare_early(prefix))
+            if self.config.background is not None:
+                going = await self._ahead(system_prompt, tools, usage)
+                if going is not None:
+                    return await self._build(system_prompt, tools, task_in_progress, going)
+            elif usage.total <= self._accounts.trigger(self.config):
                 return await self._build(system_prompt, tools, task_in_progress, usage)
             prefix = self._input(system_prompt, tools, usage)
             request = CompressionRequest(trigger="auto", config=self.config)
             await self._run_compression(system_prompt, tools, request, prefix=prefix)
+            if self.config.background is not None:  # the next one may be due at once
+                await self._ahead(system_prompt, tools, self.usage(system_prompt, tools))
             return await self._build(system_prompt, tools, task_in_progress)
 
     async def compress(
@@ -416,6 +412,55 @@ class ContextEngine:
         executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
         return None if executed is None else await self._commit(*executed, system_prompt, tools)
 
+    async def _ahead(
+        self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
+    ) -> ContextUsage | None:
+        """With ``ContextConfig.background``, before the step: swap in a prepared compaction
+        early when the next one is due right after it (fast growth: the summaries chain)
+        and it frees at least ``reserve_ratio`` of the window and a typical step (else it
+        would break the cache for little), start one when due, or past the trigger when
+        none is in flight (a step jumped past it). The usage the step goes on from, or
+        ``None`` when it must compact now."""
+        prefetch, trigger = self.background, self._accounts.trigger(self.config)
+        deadline = prefetch.deadline(self.config, self.context_size)
+        prefetch.observe(usage.total)
+        prepared = prefetch.peek()
+        after = None
+        if prepared is not None and prepared.applies_to(self._layer, self._context):
+            after = self._usage_after(prepared, usage)
+        worth = max(int(self.config.reserve_ratio * self.context_size), prefetch.typical_step)
+        if (
+            usage.total <= trigger
+            and after is not None
+            and usage.total - after >= worth
+            and prefetch.due(after, self.config, self.context_size)
+        ):
+            taken = await prefetch.take(lambda p: p.applies_to(self._layer, self._context))
+            if taken is not None:
+                plan, outcome = taken[0].plan, taken[0].outcome
+                await self._commit(plan, outcome, system_prompt, tools, prepared=True)
+                usage = self.usage(system_prompt, tools)
+        over = usage.total > trigger
+        if (over and not prefetch.busy) or (
+            not over and prefetch.due(usage.total, self.config, self.context_size)
+        ):
+            prefix = self._input(system_prompt, tools, usage)
+            key = (self._start, id(self._layer), self.compressions)
+            await prefetch.start(key, lambda: self._prepare_early(prefix))
+        return usage if not over or prefetch.defers(usage.total, deadline) else None
+
+    def _usage_after(self, prepared: Prepared, usage: ContextUsage) -> int:
+        """The usage once ``prepared`` is swapped in (it applies to the state now)."""
+        outcome, count = prepared.outcome, self.counter.count_message
+        layer = outcome.layer.msg if outcome.layer is not None else self.summary
+        return (
+            usage.total
+            - usage.summary
+            + self._accounts.summary_tokens(layer)
+            - sum(count(m) for m in self._context[: outcome.consumed])
+            + sum(count(m) for m in outcome.context)
+        )
+
     async def _prepare_early(
         self, prefix: ModelInput, trigger: CompressionTrigger = "auto"
     ) -> Prepared | None:
@@ -423,13 +468,24 @@ class ContextEngine:
         fails it (whether to drop messages instead is decided at the trigger)."""
         config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
         request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
-        done = await self._execute(request, prefix.usage, prefix)
+        # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
+        # own kept part; an idle one may be swapped in with nothing arrived.
+        arriving = 0
+        if trigger == "auto":
+            arriving = max(0, self._accounts.trigger(self.config) - prefix.usage.total)
+        done = await self._execute(request, prefix.usage, prefix, arriving=arriving)
         return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
 
     async def _execute(
-        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
+        self,
+        request: CompressionRequest,
+        usage: ContextUsage,
+        prefix: ModelInput | None,
+        *,
+        arriving: int = 0,
     ) -> tuple[CompactionPlan, Outcome] | None:
-        """A plan of the state now, executed by the first tier that applies."""
+        """A plan of the state now, executed by the first tier that applies (``arriving``:
+        tokens that will be kept beside it, see :func:`plan_compaction`)."""
         plan = plan_compaction(
             request,
             usage=usage,
@@ -440,6 +496,7 @@ class ContextEngine:
             redact=self.config.redact,
             counter=self.counter,
             started=time.monotonic(),
+            arriving=arriving,
         )
         if plan is None:
             return None

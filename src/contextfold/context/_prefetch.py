@@ -12,6 +12,7 @@ since kept after it. At most one is in flight per engine; every phase is an even
 from __future__ import annotations
 
 import asyncio
+import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -66,8 +67,8 @@ class Prefetch:
         self._started = 0.0
         self._tried: Hashable = None
         self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
-        self._rate: float | None = None  # tokens per second the context grows by
-        self._growths: deque[int] = deque(maxlen=_STEPS_SEEN)  # per step, the last few
+        # The last few steps that grew usage: (seconds they took, tokens they added).
+        self._steps: deque[tuple[float, int]] = deque(maxlen=_STEPS_SEEN)
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
@@ -86,44 +87,74 @@ class Prefetch:
         return self._task is not None and self._task.done()
 
     def observe(self, tokens: int) -> None:
-        """Note the usage at a step: how fast it grows, and by how much a step."""
+        """Note the usage at a step: how fast it grows, and by how much a step (a step
+        that compacted tells neither)."""
         now = self.clock.now()
         if self._seen is not None and tokens > self._seen[1]:
-            growth = tokens - self._seen[1]
-            self._growths.append(growth)
-            if now > self._seen[0]:
-                rate = growth / (now - self._seen[0])
-                self._rate = rate if self._rate is None else (self._rate + rate) / 2
+            self._steps.append((max(0.0, now - self._seen[0]), tokens - self._seen[1]))
         self._seen = (now, tokens)
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens a second usage grew by over the last few steps (one step's burst does not
+        make it); ``None`` until one step took time and grew it."""
+        seconds = sum(t for t, _ in self._steps)
+        return sum(g for _, g in self._steps) / seconds if seconds > 0 else None
+
+    @property
+    def typical_step(self) -> int:
+        """The median growth of usage from one step to the next, of the last few."""
+        return int(statistics.median(g for _, g in self._steps)) if self._steps else 0
 
     @property
     def step(self) -> int:
         """The largest growth of usage from one step to the next, of the last few."""
-        return max(self._growths, default=0)
+        return max((g for _, g in self._steps), default=0)
 
-    def due(self, tokens: int, config: ContextConfig, size: int, deadline: int) -> bool:
-        """Whether a compaction should be prepared at ``tokens`` of usage (see
-        :meth:`observe`). Until a summary's latency is known: past the start mark. Then as
-        late as it can be (the later the snapshot, the more it folds): once, at the rate
-        usage grows, ``deadline`` (where the agent would wait for it) would come within
-        ``_MARGIN`` times that latency plus one step; never below halfway between reserve
-        and start mark."""
+    @staticmethod
+    def deadline(config: ContextConfig, size: int) -> int:
+        """Usage past which the agent waits for the one in flight: ``wait_ratio`` of the
+        window (the trigger, if that is higher)."""
+        trigger = int(config.trigger_ratio * size)
         if config.background is None:
+            return trigger
+        return max(trigger, int(config.background.wait_ratio * size))
+
+    def due(self, tokens: int, config: ContextConfig, size: int) -> bool:
+        """Whether a compaction should be prepared at ``tokens`` of usage (see
+        :meth:`observe`): as late as it can be and still be ready (the later the snapshot,
+        the more it folds), once, at the rate usage grows, the :meth:`deadline` would come
+        within ``_MARGIN`` times the summary's latency (the last one measured, else
+        ``assumed_latency_s``); never below halfway between reserve and start mark. Before
+        any growth is seen: past the start mark."""
+        background = config.background
+        if background is None:
             return False
-        start = int(config.background.start_ratio * size)
-        if self.latency is None or self._rate is None:
-            return tokens > start
-        floor = int((config.background.start_ratio + config.reserve_ratio) / 2 * size)
-        if tokens <= floor:
+        rate = self.rate
+        if rate is None:
+            return tokens > int(background.start_ratio * size)
+        if tokens <= int((background.start_ratio + config.reserve_ratio) / 2 * size):
             return False
-        return deadline - tokens < _MARGIN * self._rate * self.latency + self.step
+        latency = background.assumed_latency_s if self.latency is None else self.latency
+        # One step's growth more: checked once a step, it must not start a step too late.
+        lead = _MARGIN * rate * latency + self.typical_step
+        return self.deadline(config, size) - tokens < lead
 
     def defers(self, tokens: int, limit: int) -> bool:
         """Whether the agent, past the trigger, goes on without waiting: one is in flight
         and not ready, and usage plus a step's growth (:attr:`step`) stays within
         ``limit``."""
         task = self._task
-        return task is not None and not task.done() and tokens + self.step <= limit
+        return task is not None and not task.done() and tokens + self.typical_step <= limit
+
+    def peek(self) -> Prepared | None:
+        """The prepared compaction, when one is ready (not taken; it may be stale)."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        if task.get_loop() is not asyncio.get_running_loop():
+            return None
+        return task.result()
 
     async def start(
         self,
