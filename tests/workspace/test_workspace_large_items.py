@@ -284,3 +284,33 @@ async def test_glob_looks_at_the_sessions_it_shows_not_all(kind: str, tmp_path: 
     assert await Glob("sessions/s123/*") == "sessions/s123/tool_result-c.txt\ttool_result\t1 bytes"
     assert ws.looked <= 2
     await ws.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+async def test_grep_without_a_session_lists_a_page_at_a_time(kind: str, tmp_path: Path) -> None:
+    """Issue 28: a Grep over the whole workspace listed every item first (114,000
+    sessions: ~400,000 objects built at once, and the collector's passes over them held
+    the loop); it now lists a page at a time and stops listing at ``max_results``."""
+    ws: CountingLocal | CountingMemory = (
+        CountingLocal(tmp_path / "w", fsync=False) if kind == "local" else CountingMemory()
+    )
+    await ws.initialize()
+    for n in range(1200):
+        out = "needle here\n" if n % 2 else "nothing\n"
+        await ws.offload_tool_result(f"s{n:04d}", ToolResultBlock(id="c", name="t", output=out))
+    _, Grep, *_ = readback_tools(ws)
+    ws.looked = 0
+    found = await Grep("needle", max_results=3)
+    assert [line for line in found.split("\n") if ":1:" in line] == [
+        f"sessions/s{n:04d}/tool_result-c.txt:1:needle here" for n in (1, 3, 5)
+    ]
+    assert ws.looked <= 500  # one page of the listing, not 1,200 sessions
+    # a grep that goes through everything still finds everything, in path order
+    every = await ws.grep("needle", max_results=10_000)
+    assert [m.path for m in every] == [
+        f"sessions/s{n:04d}/tool_result-c.txt" for n in range(1, 1200, 2)
+    ]
+    assert [m.path for m in await ws.grep("needle", glob="sessions/s11*/*")] == [
+        f"sessions/s{n:04d}/tool_result-c.txt" for n in range(1101, 1200, 2)
+    ]
+    await ws.close()

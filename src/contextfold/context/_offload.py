@@ -23,8 +23,8 @@ from .._structural import implements
 from ..message import DataBlock, Msg, ToolResultBlock, is_readback
 from ..workspace import DataOffloader, Offloader
 from ._config import ContextConfig
-from ._redact import redact_messages, redact_tool_result
-from ._trim import truncation_marker
+from ._redact_pieces import redact_messages_off_loop, redact_tool_result_off_loop
+from ._trim import TRUNCATION_MARKER, truncation_marker
 
 __all__ = ["SessionOffload"]
 
@@ -52,7 +52,7 @@ class SessionOffload:
             return None
         redact = engine.config.redact
         if redact is not None:
-            msgs = redact_messages(msgs, redact)
+            msgs = await redact_messages_off_loop(msgs, redact)
         key = await _key(
             "context",
             [[m.id, m.role, m.name, m.model_dump(mode="json")["content"]] for m in msgs],
@@ -70,24 +70,28 @@ class SessionOffload:
             return None
         redact = engine.config.redact
         if redact is not None:
-            block = redact_tool_result(block, redact)
+            block = await redact_tool_result_off_loop(block, redact)
         key = await _key("result", [block.name, block.model_dump(mode="json")["output"]])
         if key not in self.known:
-            ref = self._saved_as(block)
+            ref = await self._saved_as(block)
             if ref is not None:  # already cut once: the whole of it is saved there
                 return ref
             ref = await engine.offloader.offload_tool_result(engine.session_id, block)
             self.known[key] = ref
         return self.known[key]
 
-    def _saved_as(self, block: ToolResultBlock) -> str | None:
+    async def _saved_as(self, block: ToolResultBlock) -> str | None:
         """The reference a result's truncation marker names, when that result was saved
-        here whole: a result cut again (at a compaction) is not saved over its original."""
+        here whole: a result cut again (at a compaction) is not saved over its original.
+        A long text is looked through in a worker thread, a piece at a time (one ``in``
+        per saved reference over 100 MB held the loop ~10 ms each)."""
         text = block.text()
-        for ref in {r for r in self.known.values() if r is not None}:
-            if truncation_marker(ref) in text:
-                return ref
-        return None
+        refs = sorted({r for r in self.known.values() if r is not None})
+        if not refs:
+            return None
+        if len(text) <= _PIECE:
+            return next((ref for ref in refs if truncation_marker(ref) in text), None)
+        return await asyncio.to_thread(_marker_in_pieces, text, refs)
 
     async def image(self, block: DataBlock) -> str | None:
         """Save an image leaving the context, when the offloader keeps data."""
@@ -97,6 +101,27 @@ class SessionOffload:
                 engine.session_id, block
             )
         return None
+
+
+def _marker_in_pieces(text: str, refs: list[str]) -> str | None:
+    """The first of ``refs`` whose truncation marker is in ``text`` (as ``in`` would
+    tell): every marker starts with the same head, looked for ``_PIECE`` characters at a
+    time, and each place it is found is compared with each marker."""
+    head = TRUNCATION_MARKER[: TRUNCATION_MARKER.index("\n") + 1]
+    markers = [truncation_marker(ref) for ref in refs]
+    found: set[int] = set()
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + _PIECE + len(head))
+        at = text.find(head, start, end)
+        if at == -1:
+            if end == len(text):
+                break
+            start = end - len(head) + 1
+            continue
+        found |= {i for i, marker in enumerate(markers) if text.startswith(marker, at)}
+        start = at + 1
+    return refs[min(found)] if found else None
 
 
 def _digest(kind: str, value: object) -> str:
