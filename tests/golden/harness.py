@@ -197,6 +197,22 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` without the keys whose value is null: a field a newer framework release
+    adds to its own serialization as null (pydantic-ai 2.78 added ``duration``,
+    ``request_timestamp`` and ``ui_visibility``) is no change of ours."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def framework_digest(value: Any) -> str:
+    """The digest of a framework session's recording, null fields aside."""
+    return digest(without_nulls(value))
+
+
 Runner = Callable[[str], Awaitable[dict[str, Any]]]
 
 

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from .harness import FRAMEWORKS, SCENARIOS, agent_scenario, digest, folder_scenario
+from .harness import (
+    FRAMEWORKS,
+    SCENARIOS,
+    agent_scenario,
+    digest,
+    folder_scenario,
+    framework_digest,
+)
 
 DIGESTS = json.loads((Path(__file__).parent / "digests.json").read_text())
 
@@ -26,6 +33,6 @@ async def test_framework_requests_are_unchanged(framework: str, tmp_path: Path) 
         {"langchain": "langchain", "pydantic-ai": "pydantic_ai"}.get(framework, "agents")
     )
     recorded = await folder_scenario(framework)
-    if digest(recorded) != DIGESTS[framework]:
+    if framework_digest(recorded) != DIGESTS[framework]:
         (tmp_path / f"{framework}.json").write_text(json.dumps(recorded, indent=1))
-    assert digest(recorded) == DIGESTS[framework], f"requests changed; see {tmp_path}"
+    assert framework_digest(recorded) == DIGESTS[framework], f"requests changed; see {tmp_path}"
