@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._exceptions import MessageFormatError
@@ -92,9 +92,13 @@ class CountCache:
             self._counts.popitem(last=False)
         return value
 
-    def count(self, counter: TokenCounter, raw: Any) -> int:
-        """The tokens of one wire message, counted once per content."""
-        return self._cached(counter, "message", raw, lambda: counter.count_message(message_of(raw)))
+    def count(
+        self, counter: TokenCounter, raw: Any, to_msg: Callable[[Any], Msg] = message_of
+    ) -> int:
+        """The tokens of one wire message, counted once per content (``to_msg`` reads
+        it: an Anthropic message by default)."""
+        kind = "message" if to_msg is message_of else f"message:{to_msg.__qualname__}"
+        return self._cached(counter, kind, raw, lambda: counter.count_message(to_msg(raw)))
 
     def fixed(self, counter: TokenCounter, system: Any, tools: Any) -> int:
         """The tokens of a request's system prompt, tools and framing, once per content."""
@@ -115,10 +119,15 @@ class Tally:
     sends) is never counted, and an edit recounts only the messages it changed."""
 
     def __init__(
-        self, counter: TokenCounter, body: dict[str, Any], cache: CountCache | None = None
+        self,
+        counter: TokenCounter,
+        body: dict[str, Any],
+        cache: CountCache | None = None,
+        to_msg: Callable[[Any], Msg] = message_of,
     ) -> None:
         self.counter = counter
         self.cache = cache
+        self.to_msg = to_msg
         self._body = body
         messages = body.get("messages")
         self._raw: Sequence[Any] = messages if isinstance(messages, list) else []
@@ -146,8 +155,8 @@ class Tally:
     def measure(self, raw: Any) -> int:
         """Tokens of one message ``raw`` (not yet part of the tally)."""
         if self.cache is not None:
-            return self.cache.count(self.counter, raw)
-        return self.counter.count_message(message_of(raw))
+            return self.cache.count(self.counter, raw, self.to_msg)
+        return self.counter.count_message(self.to_msg(raw))
 
     def update(self, counts: dict[int, int]) -> None:
         """Set the counts of the messages an applied edit replaced."""
