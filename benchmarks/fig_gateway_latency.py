@@ -1,19 +1,30 @@
-"""Gateway figure: latency the gateway adds to a non-compacting ~100k-token request (issue 29).
+"""Gateway figure: latency the gateway adds to a non-compacting ~100k-token request, and
+to the first byte of a streamed answer (issue 29).
 
-Both servers run on loopback with uvicorn in threads of this process: an upstream that
-answers every ``/v1/messages`` with a fixed short message, and the gateway in front of it
-(emulating ``context_management``, default ``AnthropicEstimator`` counter). The request is
-a coding session of about 100k tokens (our counter) carrying what Claude Code sends with
-thinking on, ``clear_thinking_20251015`` with ``keep: "all"``: nothing is cleared. Each
-round sends it once directly and once through the gateway; the figures are the p50 and
-p99 of the differences, and of the in-process edit step alone
-(``apply_context_management``: parse excluded, counting included). "relayed" is the
-same request through a gateway configured to pass ``context_management`` through: the
-cost of the hop alone. The edit step is also timed with ``clear_tool_uses_20250919`` at
-its default trigger (the whole request counted), cold and with the session's previous
-turn already counted (``CountCache``, as the gateway keeps it).
+Every server runs in a process of its own on loopback (``benchmarks._gateway_servers``):
+a plain asyncio upstream that answers at once, the trivial proxy (uvicorn, Starlette and
+httpx relaying the bytes: the floor of any Python gateway on this stack), and the gateway
+in three modes: pass-through (``context_management`` passed through: the hop alone),
+emulating (the default: the body parsed, the request's edits applied, the field
+stripped), and transparent (``--window 200000``, one conversation). The request is a
+coding session of about 100k tokens (our counter) carrying what Claude Code sends with
+thinking on, ``clear_thinking_20251015`` with ``keep: "all"``: nothing is cleared, nothing
+compacted. Each round adds a short exchange to the conversation (as an agent does, the
+last message's ``cache_control`` moved) and sends that round's request once on each path,
+in turn; the figures are the p50 and p99 of each path's time minus the direct time of the
+same round, and the CPU time each proxy's process used per request (``/proc/PID/stat``:
+on a loaded machine the wall-clock figures carry the scheduler's delays, the CPU time
+does not). ``--stream`` does the same with ``"stream": true`` and times the first byte
+of the answer (the upstream sends its first event at once, the rest 5 ms later).
 
-    python -m benchmarks.fig_gateway_latency [--rounds 40]
+The transform alone (in this process, no HTTP) is timed as the gateway did it before the
+incremental path (``json.loads``, every message digested and counted, ``json.dumps``)
+and as it does now (parse once, the previous request's prefix verified by one SHA-256
+pass, only new messages digested and counted, the client's bytes reused); the edit step
+alone as before (Claude Code's no-op; ``clear_tool_uses`` at its default trigger, cold
+and with the previous turn counted).
+
+    python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream]
 
 Needs the ``gateway`` extra.
 """
@@ -32,24 +43,9 @@ from typing import Any
 
 import httpx
 import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from contextfold.gateway import CountCache, GatewayConfig, apply_context_management, create_app
+from contextfold.gateway import CountCache, apply_context_management
 from contextfold.token import AnthropicEstimator
-
-ANSWER = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "m",
-    "content": [{"type": "text", "text": "ok"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 1, "output_tokens": 1},
-}
 
 
 def _free_port() -> int:
@@ -72,14 +68,6 @@ def _serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-def _upstream() -> Starlette:
-    async def answer(request: Request) -> Response:
-        await request.body()
-        return JSONResponse(ANSWER)
-
-    return Starlette(routes=[Route("/v1/messages", answer, methods=["POST"])])
 
 
 def session(target_tokens: int) -> dict[str, Any]:
@@ -124,73 +112,204 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=40)
-    args = parser.parse_args()
-    body = session(100_000)
-    edits = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
-    with_edits = {**body, "context_management": edits}
+CLAUDE_CODE_NO_OP = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+
+
+def conversation(rounds: int) -> list[dict[str, Any]]:
+    """The ~100k-token session, then one more short exchange per round, each request's
+    last block carrying Claude Code's moving ``cache_control`` marker."""
+    base = session(100_000)
+    out: list[dict[str, Any]] = []
+    messages = [json.loads(json.dumps(m)) for m in base["messages"]]
+    for r in range(rounds):
+        messages = [*messages]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"Done {r}."}]})
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"Next {r}."}]})
+        marked = [*messages]
+        last = marked[-1]
+        marked[-1] = {
+            **last,
+            "content": [{**last["content"][0], "cache_control": {"type": "ephemeral"}}],
+        }
+        out.append({**base, "messages": marked, "context_management": CLAUDE_CODE_NO_OP})
+    return out
+
+
+def _transform_steps(bodies: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The transparent transform alone, as before (full) and now (incremental)."""
+    import asyncio
+
+    from contextfold.context import ExtractiveSummarizer
+    from contextfold.gateway import SessionState, TransparentPolicy
+    from contextfold.gateway._prefix import checkpoint_after, recall
+    from contextfold.gateway._transparent import forward
+    from contextfold.gateway._wire import dumps, parse_body
+
+    policy = TransparentPolicy(window=200_000)
     counter = AnthropicEstimator()
-    tokens = apply_context_management(body, counter).input_tokens
-    raw_direct = json.dumps(body).encode()
-    raw_gateway = json.dumps(with_edits).encode()
-    step: list[float] = []
-    for _ in range(args.rounds):
-        parsed = json.loads(raw_gateway)
+    summarizer = ExtractiveSummarizer()
+    raws = [json.dumps(b, ensure_ascii=False).encode() for b in bodies]
+    times: dict[str, list[float]] = {"full": [], "incremental": []}
+
+    async def run() -> None:
+        full_state, state, checkpoint = SessionState(), SessionState(), None
+        full_counts, counts = CountCache(), CountCache()
+        for raw in raws:
+            start = time.perf_counter()
+            data = json.loads(raw)
+            done = await forward(
+                data, full_state, policy, counter=counter, summarizer=summarizer, counts=full_counts
+            )
+            dumps(done.body).encode()
+            times["full"].append(time.perf_counter() - start)
+            full_state = done.state
+            start = time.perf_counter()
+            parsed = parse_body(raw)
+            known = recall(parsed, checkpoint, counter)
+            done = await forward(
+                parsed.data,
+                state,
+                policy,
+                counter=counter,
+                summarizer=summarizer,
+                counts=counts,
+                known=known,
+            )
+            parsed.dumps(done.body)
+            assert known is not None
+            assert done.counted is not None
+            checkpoint = checkpoint_after(known, counter, done.counted)
+            times["incremental"].append(time.perf_counter() - start)
+            state = done.state
+
+    asyncio.run(run())
+    return {k: v[1:] for k, v in times.items()}  # the first request has no previous one
+
+
+def _edit_steps(body: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """The edit step alone (``apply_context_management``, parse excluded): Claude Code's
+    no-op, and ``clear_tool_uses`` at its default trigger (the whole request counted),
+    cold and with the session's previous turn already counted (``CountCache``)."""
+    counter = AnthropicEstimator()
+    raw = json.dumps(body).encode()
+    times: dict[str, list[float]] = {"no-op": [], "cold": [], "warm": []}
+    for _ in range(rounds):
+        parsed = json.loads(raw)
         start = time.perf_counter()
         apply_context_management(parsed, AnthropicEstimator())
-        step.append(time.perf_counter() - start)
+        times["no-op"].append(time.perf_counter() - start)
     trigger = {"edits": [{"type": "clear_tool_uses_20250919"}]}  # 100k trigger: counts all
     previous = {**body, "messages": body["messages"][:-2], "context_management": trigger}
     with_trigger = {**body, "context_management": trigger}
-    cold: list[float] = []
-    warm: list[float] = []
-    for _ in range(max(args.rounds // 4, 3)):
+    for _ in range(max(rounds // 4, 3)):
         start = time.perf_counter()
         _ = apply_context_management(with_trigger, AnthropicEstimator()).input_tokens
-        cold.append(time.perf_counter() - start)
-        cache = CountCache()  # the session's previous request, counted before
+        times["cold"].append(time.perf_counter() - start)
+        cache = CountCache()
         _ = apply_context_management(previous, counter, cache=cache).input_tokens
         start = time.perf_counter()
         _ = apply_context_management(with_trigger, counter, cache=cache).input_tokens
-        warm.append(time.perf_counter() - start)
-    headers = {"x-api-key": "k", "content-type": "application/json"}
-    added: dict[str, list[float]] = {"emulated": [], "relayed": []}
+        times["warm"].append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--stream", action="store_true", help="time to first byte, streamed")
+    args = parser.parse_args()
+    from ._gateway_servers import cpu_seconds, serving
+
+    bodies = conversation(args.rounds + 3)
+    counter = AnthropicEstimator()
+    tokens = apply_context_management(bodies[-1], counter).input_tokens
+    if args.stream:
+        bodies = [{**b, "stream": True} for b in bodies]
+    plain = [
+        json.dumps({k: v for k, v in b.items() if k != "context_management"}).encode()
+        for b in bodies
+    ]
+    noop = [json.dumps(b).encode() for b in bodies]
+    headers = {
+        "x-api-key": "k",
+        "anthropic-version": "2023-06-01",
+        "content-type": "application/json",
+        "x-contextfold-session": "bench",
+    }
+    paths = ("trivial relay", "gateway, pass-through", "gateway, emulating", "gateway, transparent")
+    added: dict[str, list[float]] = {name: [] for name in paths}
     with (
-        _serving(_upstream()) as upstream,
-        _serving(create_app(GatewayConfig(upstream=upstream))) as emulating,
-        _serving(
-            create_app(GatewayConfig(upstream=upstream, pass_through_context_management=True))
-        ) as relaying,
+        serving("upstream") as (upstream, _),
+        serving("relay", upstream) as (relay, relay_pid),
+        serving("gateway", upstream, "--pass") as (passing, passing_pid),
+        serving("gateway", upstream) as (emulating, emulating_pid),
+        serving("gateway", upstream, "--window", "200000") as (transparent, transparent_pid),
         httpx.Client(timeout=60) as client,
     ):
-        routes = {"emulated": emulating, "relayed": relaying}
+        pids = {
+            "trivial relay": relay_pid,
+            "gateway, pass-through": passing_pid,
+            "gateway, emulating": emulating_pid,
+            "gateway, transparent": transparent_pid,
+        }
+        urls = {
+            "trivial relay": relay,
+            "gateway, pass-through": passing,
+            "gateway, emulating": emulating,
+            "gateway, transparent": transparent,
+        }
 
         def post(url: str, raw: bytes) -> float:
             start = time.perf_counter()
+            if args.stream:
+                with client.stream(
+                    "POST", f"{url}/v1/messages", content=raw, headers=headers
+                ) as response:
+                    response.raise_for_status()
+                    chunks = response.iter_raw()
+                    next(chunks)
+                    elapsed = time.perf_counter() - start
+                    for _ in chunks:
+                        pass
+                return elapsed
             client.post(f"{url}/v1/messages", content=raw, headers=headers).raise_for_status()
             return time.perf_counter() - start
 
-        for _ in range(3):  # warm every path
-            post(upstream, raw_direct)
-            for url in routes.values():
-                post(url, raw_gateway)
-        for _ in range(args.rounds):
-            for name, url in routes.items():
-                direct = post(upstream, raw_direct)
-                added[name].append(post(url, raw_gateway) - direct)
+        for r in range(3):  # warm every path (the transparent one's conversation starts)
+            post(upstream, plain[r])
+            for name, url in urls.items():
+                post(url, noop[r] if name != "gateway, pass-through" else plain[r])
+        cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for r in range(3, len(bodies)):
+            direct = post(upstream, plain[r])
+            for name, url in urls.items():
+                raw = noop[r] if name != "gateway, pass-through" else plain[r]
+                added[name].append(post(url, raw) - direct)
+        cpu = {name: (cpu_seconds(pid) - cpu[name]) / args.rounds for name, pid in pids.items()}
     ms = 1000
-    print(f"request: {len(raw_gateway):,} bytes, {tokens:,} tokens ({counter.name})")
-    print(f"rounds: {args.rounds}; target (issue 29): added p50 <= 1 ms, p99 <= 5 ms")
+    what = "time to first byte" if args.stream else "added latency"
+    print(f"request: {len(noop[-1]):,} bytes, {tokens:,} tokens ({counter.name})")
+    target = "<= 2 ms over direct" if args.stream else "p50 <= 1 ms, p99 <= 5 ms"
+    print(f"rounds: {args.rounds}; target (issue 29): {what} {target}")
     for name, values in added.items():
         p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
-        print(f"added latency, {name}: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-    p50, p99 = statistics.median(step) * ms, _pct(step, 0.99) * ms
-    print(f"the edit step alone (parse excluded): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-    for name, values in (("cold", cold), ("warm", warm)):
-        p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
-        print(f"edit step, input_tokens trigger, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        print(
+            f"{what} over direct, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms; "
+            f"CPU per request {cpu[name] * ms:.2f} ms"
+        )
+    if not args.stream:
+        steps = _transform_steps(bodies[: min(len(bodies), 60)])
+        for name, values in steps.items():
+            p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
+            print(f"transparent transform alone, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        labels = {
+            "no-op": "edit step alone, Claude Code's no-op",
+            "cold": "edit step, clear_tool_uses at its input_tokens trigger, cold",
+            "warm": "the same, the previous turn already counted (CountCache)",
+        }
+        for name, values in _edit_steps(bodies[-1], 40).items():
+            p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
+            print(f"{labels[name]}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 if __name__ == "__main__":

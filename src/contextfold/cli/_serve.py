@@ -10,7 +10,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..gateway import TransparentPolicy
-    from ..workspace import SQLiteWorkspace
+    from ..workspace import SessionStore
 
 __all__ = ["serve"]
 
@@ -109,20 +109,45 @@ def serve(
         ),
     ] = 0.08,
     state: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--state",
-            help="SQLite file keeping each conversation's transparent-mode state and "
-            "offloaded tool results across restarts (default: in memory).",
+            help="Where each conversation's transparent-mode state and offloaded tool results "
+            "are kept (default: in memory): a SQLite file (kept across restarts), or a "
+            "postgresql:// DSN shared by several replicas behind a load balancer (one decides "
+            "per conversation at a time, under a lease).",
             show_default=False,
         ),
     ] = None,
+    state_prefix: Annotated[
+        str,
+        typer.Option(
+            "--state-prefix",
+            help="Table-name prefix in the --state PostgreSQL database.",
+        ),
+    ] = "contextfold_",
+    session_wait: Annotated[
+        float,
+        typer.Option(
+            "--session-wait",
+            help="Seconds a request waits while another request of its conversation is "
+            "being decided (here or on another replica); then it is forwarded without "
+            "compaction (--fail-open) or answered with a 529 (--fail-closed).",
+        ),
+    ] = 15.0,
+    session_lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--session-lease-ttl",
+            help="Seconds a replica's lease on a conversation lasts unless renewed: how long "
+            "a replica killed mid-decision holds its conversation.",
+        ),
+    ] = 10.0,
 ) -> None:
     """Run the gateway: Anthropic's context_management for any upstream, metrics at /metrics."""
     try:
         from ..gateway import GatewayConfig, TransparentPolicy
         from ..gateway import serve as run
-        from ..workspace import SQLiteWorkspace
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--upstream") from exc
     try:
@@ -140,13 +165,19 @@ def serve(
             )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    sessions = SQLiteWorkspace(state) if state is not None and policy is not None else None
+    if state is not None and policy is None:
+        raise typer.BadParameter(
+            "--state keeps transparent mode's state: it needs --window", param_hint="--state"
+        )
+    sessions = _store(state, state_prefix) if state is not None and policy is not None else None
     routes = None
     if policy is not None:  # the OpenAI routes offload and read back; only Messages compacts
         routes = dict.fromkeys(("/v1/messages", "/v1/chat/completions", "/v1/responses"), policy)
     fields: dict[str, Any] = {
         "max_body_bytes": int(max_body_mb * 1024 * 1024),
         "timeout": timeout,
+        "session_wait": session_wait,
+        "session_lease_ttl": session_lease_ttl,
         "pass_through_context_management": pass_through,
         "summarize_with": summarizer,
         "fail_closed": fail_closed,
@@ -161,12 +192,41 @@ def serve(
     run(config, host=host, port=port, transparent=routes, sessions=sessions)
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _store(state: str, prefix: str) -> SessionStore:
+    """The store ``--state`` names: a PostgreSQL DSN, else a SQLite file."""
+    if state.startswith(POSTGRES_SCHEMES):
+        from ..workspace import PostgresWorkspace
+
+        try:
+            import asyncpg  # noqa: F401  # checked here, not at the first request
+        except ImportError:
+            raise typer.BadParameter(
+                "a PostgreSQL --state needs asyncpg: pip install 'contextfold[postgres]'",
+                param_hint="--state",
+            ) from None
+        try:
+            return PostgresWorkspace(state, table_prefix=prefix)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--state-prefix") from exc
+    if "://" in state:
+        raise typer.BadParameter(
+            f"expected a SQLite file or a postgresql:// DSN, got a {state.split('://')[0]}:// URL",
+            param_hint="--state",
+        )
+    from ..workspace import SQLiteWorkspace
+
+    return SQLiteWorkspace(Path(state))
+
+
 def _serve_embedded(
     host: str,
     port: int,
     fields: dict[str, Any],
     policy: dict[str, TransparentPolicy] | None,
-    sessions: SQLiteWorkspace | None,
+    sessions: SessionStore | None,
 ) -> None:
     """The gateway in front of the embedded model, served on a loopback port of its own."""
     from ..gateway import GatewayConfig, serving_upstream

@@ -99,9 +99,18 @@ def create_app(
     policy by route: ``/v1/messages``, ``/v1/chat/completions``, ``/v1/responses``)
     for requests that ask for no context management; ``sessions`` keeps
     each conversation's state (in memory when ``None``; initialized at startup when it
-    has an ``initialize`` method, e.g. :class:`~contextfold.workspace.SQLiteWorkspace`).
+    has an ``initialize`` method, e.g. :class:`~contextfold.workspace.SQLiteWorkspace`,
+    and closed at shutdown). A store that grants leases
+    (:class:`~contextfold.workspace.PostgresWorkspace`) lets several replicas share it: one
+    decides for a conversation at a time (``config.session_lease_ttl``, ``session_wait``).
     """
-    mode = TransparentMode.of(transparent, sessions) if transparent is not None else None
+    mode = (
+        TransparentMode.of(
+            transparent, sessions, lease_ttl=config.session_lease_ttl, wait=config.session_wait
+        )
+        if transparent is not None
+        else None
+    )
     metrics = Metrics()
     gateway = Gateway(
         config=config,
@@ -119,6 +128,9 @@ def create_app(
             await initialize()
         yield
         await gateway.upstream.aclose()
+        close = getattr(sessions, "close", None)
+        if mode is not None and close is not None:
+            await close()
 
     app = Starlette(
         routes=[

@@ -9,7 +9,9 @@ from typing import Any
 
 from starlette.requests import Request
 
-__all__ = ["BodyError", "read_body", "read_json"]
+from ._wire import ParsedBody, parse_body
+
+__all__ = ["BodyError", "read_body", "read_json", "read_parsed"]
 
 
 class BodyError(Exception):
@@ -83,5 +85,17 @@ def read_json(body: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BodyError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
+        raise BodyError(400, f"request body must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def read_parsed(body: bytes) -> ParsedBody:
+    """The body as a JSON object that remembers where its parts are (so what is
+    forwarded reuses the client's bytes); a ``BodyError`` (400) as :func:`read_json`."""
+    try:
+        value = parse_body(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BodyError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(value, ParsedBody):
         raise BodyError(400, f"request body must be a JSON object, got {type(value).__name__}")
     return value

@@ -17,6 +17,7 @@ marker copies the client's last one (its ``ttl``), so longer lifetimes stay firs
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["MAX_BREAKPOINTS", "count_breakpoints", "place_breakpoints"]
@@ -25,30 +26,33 @@ MAX_BREAKPOINTS = 4
 _EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
 
 
-def _parts(body: dict[str, Any]) -> list[Any]:
+def _parts(body: dict[str, Any]) -> Iterator[Any]:
     """Every block that can carry a marker, in request order."""
-    out: list[Any] = list(body.get("tools") or [])
+    yield from body.get("tools") or []
     system = body.get("system")
     if isinstance(system, list):
-        out.extend(system)
+        yield from system
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
-            out.extend(content)
-    return out
+            yield from content
+
+
+def _markers(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The ``cache_control`` markers in ``body`` and a copy of the last one (in one pass:
+    a long history has thousands of blocks)."""
+    used, found = 0, _EPHEMERAL
+    for part in _parts(body):
+        if isinstance(part, dict) and "cache_control" in part:
+            used += 1
+            if isinstance(part["cache_control"], dict):
+                found = part["cache_control"]
+    return used, dict(found)
 
 
 def count_breakpoints(body: dict[str, Any]) -> int:
     """The ``cache_control`` markers in ``body``."""
-    return sum(1 for p in _parts(body) if isinstance(p, dict) and "cache_control" in p)
-
-
-def _last_marker(body: dict[str, Any]) -> dict[str, Any]:
-    found = _EPHEMERAL
-    for part in _parts(body):
-        if isinstance(part, dict) and isinstance(part.get("cache_control"), dict):
-            found = part["cache_control"]
-    return dict(found)
+    return _markers(body)[0]
 
 
 def _marked_message(message: Any, marker: dict[str, Any]) -> Any | None:
@@ -71,8 +75,7 @@ def place_breakpoints(body: dict[str, Any], *, previous_end: int | None) -> dict
     previous request of this conversation forwarded (``None``: no previous request).
     """
     messages = list(body.get("messages") or [])
-    used = count_breakpoints(body)
-    marker = _last_marker(body)
+    used, marker = _markers(body)
     out = dict(body)
     if used == 0:
         system = body.get("system")

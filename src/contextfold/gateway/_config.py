@@ -34,6 +34,16 @@ class GatewayConfig:
     read, a summary that cannot be written) is answered with a provider-shaped 500 instead
     of being forwarded unedited (the default: fail open, counted in
     ``contextfold_gateway_untransformed_total``)."""
+    session_lease_ttl: float = 10.0
+    """Seconds a replica's lease on a conversation lasts unless renewed (renewed every
+    third of it while the replica decides; transparent mode on a store that grants
+    leases). A replica killed mid-decision holds its conversations this long."""
+    session_wait: float = 15.0
+    """Seconds a request waits for its conversation while another request (here or on
+    another replica) decides for it; then it is forwarded without a compaction and without
+    changing the state (counted in ``contextfold_gateway_session_busy_total``), or, when
+    failing closed, answered with a 529 ``overloaded_error``, which SDKs retry. Longer than
+    ``session_lease_ttl`` by default, so a retry outlasts a killed replica's lease."""
     summarize_with: Literal["extractive", "model"] = "extractive"
     """Who writes a ``compact_20260112`` summary: the app's summarizer (by default the
     extractive one, no model call) or ``"model"``, the request's own model through the
@@ -51,6 +61,11 @@ class GatewayConfig:
             )
         if self.timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if self.session_lease_ttl <= 0 or self.session_wait < 0:
+            raise ValueError(
+                "session_lease_ttl must be positive and session_wait not negative, got "
+                f"{self.session_lease_ttl} and {self.session_wait}"
+            )
         object.__setattr__(self, "upstream", self.upstream.rstrip("/").removesuffix("/v1"))
 
     @property

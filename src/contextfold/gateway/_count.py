@@ -123,12 +123,17 @@ class Tally:
         counter: TokenCounter,
         body: dict[str, Any],
         cache: CountCache | None = None,
+        *,
+        base: tuple[int, int] | None = None,
         to_msg: Callable[[Any], Msg] = message_of,
     ) -> None:
         self.counter = counter
         self.cache = cache
         self.to_msg = to_msg
         self._body = body
+        self._base = base
+        """``(k, tokens of messages[:k])`` when known without counting them (the
+        conversation's previous request showed the same ``k`` messages)."""
         messages = body.get("messages")
         self._raw: Sequence[Any] = messages if isinstance(messages, list) else []
         self._fixed: int | None = None
@@ -150,7 +155,17 @@ class Tally:
                 if self.cache is not None
                 else fixed_tokens(self.counter, system, tools)
             )
-        return self._fixed + sum(self.count(i) for i in range(len(self._raw)))
+        return self._fixed + self.messages_before(len(self._raw))
+
+    def messages_before(self, k: int) -> int:
+        """Tokens of ``messages[:k]``."""
+        if self._base is not None:
+            known, tokens = self._base
+            if k >= known:
+                return tokens + sum(self.count(i) for i in range(known, k))
+            if known - k < k:  # fewer to count back from the known prefix than forward
+                return tokens - sum(self.count(i) for i in range(k, known))
+        return sum(self.count(i) for i in range(k))
 
     def measure(self, raw: Any) -> int:
         """Tokens of one message ``raw`` (not yet part of the tally)."""

@@ -22,6 +22,7 @@ _ANTHROPIC_TYPES = {
     415: "invalid_request_error",
     502: "api_error",
     504: "timeout_error",
+    529: "overloaded_error",
 }
 _OPENAI_TYPES = {
     400: "invalid_request_error",

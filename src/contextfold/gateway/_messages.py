@@ -20,22 +20,25 @@ from .._logging import logger
 from ..context import ModelSummarizer, Summarizer
 from ..message import Usage
 from ._apply import EditOutcome, apply_context_management, unedited
-from ._body import BodyError, read_body, read_json
+from ._body import BodyError, read_body, read_parsed
 from ._compaction import CompactionDone, compact
 from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response, not_transformed
 from ._paused import paused_answer
+from ._prefix import Known, checkpoint_after, recall
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
 from ._reads import ReadContext
 from ._reads_messages import answered
 from ._relay import RelayResponse, upstream_chunks
 from ._request_model import RequestModel
+from ._sessions import SessionBusy
 from ._sse import add_context_management
 from ._transparent import TransparentPolicy, forward, view
 from ._transparent_route import TransparentMode, asks_for_nothing, mode_of
 from ._upstream import UpstreamFailure, relayed_headers
+from ._wire import ParsedBody
 
 __all__ = ["CONTEXT_MANAGEMENT_BETAS", "count_tokens", "messages"]
 
@@ -47,12 +50,20 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _edited(request: Request, *, compaction: bool) -> tuple[EditOutcome, bool] | Response:
-    """The request read and its edits applied, and whether it asks for nothing
-    (transparent mode's to manage); or the error response to give."""
+def _forwarded(parsed: ParsedBody | None, body: dict[str, Any]) -> bytes:
+    """``body`` as sent upstream: the client's own bytes for what is unchanged."""
+    return parsed.dumps(body) if parsed is not None else _dumps(body)
+
+
+async def _edited(
+    request: Request, *, compaction: bool
+) -> tuple[EditOutcome, bool, ParsedBody] | Response:
+    """The request read and its edits applied, whether it asks for nothing (transparent
+    mode's to manage), and the parsed body; or the error response to give."""
     gateway = gateway_of(request)
     try:
-        data = read_json(await read_body(request, gateway.config.max_body_bytes))
+        parsed = read_parsed(await read_body(request, gateway.config.max_body_bytes))
+        data = parsed.data
         if not isinstance(data.get("messages"), list):
             raise BodyError(400, "messages: expected a list of messages")
     except BodyError as exc:
@@ -69,8 +80,8 @@ async def _edited(request: Request, *, compaction: bool) -> tuple[EditOutcome, b
         gateway.metrics.untransformed += 1
         if gateway.config.fail_closed:
             return error_response("anthropic", 500, not_transformed(exc))
-        return unedited(data, gateway.counter), False
-    return outcome, quiet
+        return unedited(data, gateway.counter), False, parsed
+    return outcome, quiet, parsed
 
 
 def _transparent_summarizer(
@@ -93,28 +104,78 @@ class _Refused(Exception):
     """Transparent mode failed and the gateway fails closed: the message to answer with."""
 
 
+class _Busy(Exception):
+    """The conversation stayed held past the wait and the gateway fails closed."""
+
+
+def _busy() -> Response:
+    return error_response(
+        "anthropic",
+        529,
+        "this conversation is busy: another request of it is being decided (on this "
+        "gateway or another replica); retry",
+    )
+
+
 async def _transparently(
-    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
+    request: Request,
+    body: dict[str, Any],
+    mode: TransparentMode,
+    policy: TransparentPolicy,
+    parsed: ParsedBody | None = None,
 ) -> tuple[dict[str, Any], ReadContext | None]:
     """``body`` as transparent mode forwards it (the conversation's state updated, its
     cut results kept whole in its workspace), and what answering the read-back tool
     needs when the body carries it; the body unchanged, counted, if that fails (fail
-    open), or ``_Refused`` (fail closed)."""
+    open), or ``_Refused`` (fail closed). A conversation another request holds past the
+    wait is forwarded as its saved state says, with no compaction and no state change
+    (``_Busy`` when failing closed). With ``parsed`` (the client's request, whose
+    messages ``body`` still has), only what the conversation's previous request did not
+    show is digested and counted."""
     gateway = gateway_of(request)
     try:
+        summarizer = _transparent_summarizer(request, body, policy)
         key = mode.key(request, body)
-        async with mode.states.lock(key):
-            state = await mode.states.load(key)
+        same = parsed is not None and body.get("messages") is parsed.data.get("messages")
+        known = (
+            recall(parsed, mode.states.checkpoint(key), gateway.counter)
+            if parsed is not None and same
+            else None
+        )
+        try:
+            async with mode.states.hold(key) as held:
+                done = await forward(
+                    body,
+                    held.state,
+                    policy,
+                    counter=gateway.counter,
+                    summarizer=summarizer,
+                    counts=gateway.counts,
+                    known=known,
+                )
+                await held.save(done.state)
+        except SessionBusy:
+            gateway.metrics.session_busy += 1
+            if gateway.config.fail_closed:
+                raise _Busy from None
             done = await forward(
                 body,
-                state,
+                await mode.states.load(key),
                 policy,
                 counter=gateway.counter,
-                summarizer=_transparent_summarizer(request, body, policy),
+                summarizer=summarizer,
                 counts=gateway.counts,
+                compaction=False,
+                known=known,
             )
-            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
-            await mode.states.save(key, done.state)
+        checkpoint = None
+        if known is not None and done.counted is not None:
+            checkpoint = checkpoint_after(known, gateway.counter, done.counted)
+        mode.states.keep_checkpoint(key, checkpoint)
+        # Content-keyed and idempotent: kept outside the lease, busy or not.
+        gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
+    except _Busy:
+        raise
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
@@ -138,16 +199,35 @@ async def _transparently(
 
 
 async def _viewed(
-    request: Request, body: dict[str, Any], mode: TransparentMode, policy: TransparentPolicy
-) -> dict[str, Any]:
-    """``body`` as it would be forwarded now (no compaction run, no state changed)."""
+    request: Request,
+    body: dict[str, Any],
+    mode: TransparentMode,
+    policy: TransparentPolicy,
+    parsed: ParsedBody | None = None,
+) -> tuple[dict[str, Any], Known | None, tuple[int, int] | None]:
+    """``body`` as it would be forwarded now (no compaction run, no state changed), what
+    the conversation's last request showed (with ``parsed``), and the tokens of the
+    forwarded messages that need no counting again, when known."""
     gateway = gateway_of(request)
     try:
-        state = await mode.states.load(mode.key(request, body))
-        return view(body, state, policy, gateway.counter)
+        key = mode.key(request, body)
+        state = await mode.states.load(key)
+        same = parsed is not None and body.get("messages") is parsed.data.get("messages")
+        known = (
+            recall(parsed, mode.states.checkpoint(key), gateway.counter)
+            if parsed is not None and same
+            else None
+        )
+        viewed = view(body, state, policy, gateway.counter, known=known)
+        base = None
+        if known is not None:
+            digests = known.digests
+            if state.cut < len(digests) and digests[state.cut] == state.cut_digest:
+                base = known.forwarded_base(state)
+        return viewed, known, base
     except Exception as exc:
         logger.warning("gateway: transparent view not applied (%s)", type(exc).__name__)
-        return body
+        return body, None, None
 
 
 async def _transparent_relay(
@@ -158,21 +238,24 @@ async def _transparent_relay(
     gateway = gateway_of(request)
     try:
         raw = await read_body(request, gateway.config.max_body_bytes)
-        data = read_json(raw)
+        parsed = read_parsed(raw)
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
+    data = parsed.data
     if not asks_for_nothing(data) or not isinstance(data.get("messages"), list):
         return await relay(request, "anthropic", raw)
     if count:
-        body = await _viewed(request, data, mode, policy)
-        return await relay(request, "anthropic", _dumps(body))
+        body, _, _ = await _viewed(request, data, mode, policy, parsed)
+        return await relay(request, "anthropic", parsed.dumps(body))
     try:
-        body, reads = await _transparently(request, data, mode, policy)
+        body, reads = await _transparently(request, data, mode, policy, parsed)
     except _Refused as refused:
         return error_response("anthropic", 500, str(refused))
+    except _Busy:
+        return _busy()
     if reads is None:
-        return await relay(request, "anthropic", _dumps(body))
-    opened = await open_upstream(request, _dumps(body), "anthropic")
+        return await relay(request, "anthropic", parsed.dumps(body))
+    opened = await open_upstream(request, parsed.dumps(body), "anthropic")
     if isinstance(opened, Response):
         return opened
     return await answered(reads, body, opened)
@@ -215,7 +298,7 @@ async def messages(request: Request) -> Response:
     edited = await _edited(request, compaction=True)
     if isinstance(edited, Response):
         return edited
-    outcome, quiet = edited
+    outcome, quiet, parsed = edited
     for entry in outcome.applied_edits:
         gateway.metrics.edits[str(entry["type"])] += 1
     gateway.metrics.tokens_saved += outcome.tokens_saved
@@ -242,11 +325,13 @@ async def messages(request: Request) -> Response:
             return paused_answer(body, done, field)
     elif transparent is not None and quiet and not outcome.failed:
         try:
-            body, reads = await _transparently(request, body, *transparent)
+            body, reads = await _transparently(request, body, *transparent, parsed)
         except _Refused as refused:
             return error_response("anthropic", 500, str(refused))
+        except _Busy:
+            return _busy()
     betas = CONTEXT_MANAGEMENT_BETAS if outcome.requested else frozenset()
-    opened = await open_upstream(request, _dumps(body), "anthropic", drop_betas=betas)
+    opened = await open_upstream(request, _forwarded(parsed, body), "anthropic", drop_betas=betas)
     if isinstance(opened, Response):
         return opened
     if reads is not None:
@@ -305,13 +390,18 @@ async def count_tokens(request: Request) -> Response:
     edited = await _edited(request, compaction=False)
     if isinstance(edited, Response):
         return edited
-    outcome, quiet = edited
-    input_tokens = outcome.input_tokens
+    outcome, quiet, parsed = edited
     if transparent is not None and quiet and not outcome.failed:
-        body = await _viewed(request, outcome.body, *transparent)
-        input_tokens = Tally(gateway.counter, body, gateway.counts).total
+        body, known, base = await _viewed(request, outcome.body, *transparent, parsed)
+        input_tokens = Tally(gateway.counter, body, gateway.counts, base=base).total
+        client = known.client_base() if known is not None else None
+        sent = Tally(gateway.counter, outcome.body, gateway.counts, base=client)
+        original = sent.total + outcome.tokens_saved if outcome.requested else 0
+    else:
+        input_tokens = outcome.input_tokens
+        original = outcome.original_input_tokens if outcome.requested else 0
     result: dict[str, Any] = {"input_tokens": input_tokens}
     if outcome.requested:
-        result["context_management"] = {"original_input_tokens": outcome.original_input_tokens}
+        result["context_management"] = {"original_input_tokens": original}
     name = str(getattr(gateway.counter, "name", type(gateway.counter).__name__))
     return JSONResponse(result, headers={"x-contextfold-counter": name})

@@ -39,6 +39,9 @@ class Metrics:
     compactions: int = 0
     untransformed: int = 0
     """Requests whose edits failed and were forwarded unedited (fail open)."""
+    session_busy: int = 0
+    """Transparent-mode requests whose conversation stayed held by another decision (here
+    or on another replica) past the wait."""
     tokens_saved: int = 0
     """Input tokens the edits removed (the gateway's counter), summed over requests."""
     offloads: int = 0
@@ -81,6 +84,8 @@ class Metrics:
         out.append(f"{_P}compactions_total {self.compactions}")
         family("untransformed_total", "counter", "Requests forwarded unedited: edits failed.")
         out.append(f"{_P}untransformed_total {self.untransformed}")
+        family("session_busy_total", "counter", "Requests whose conversation stayed held.")
+        out.append(f"{_P}session_busy_total {self.session_busy}")
         family("tokens_saved_total", "counter", "Input tokens removed by context edits.")
         out.append(f"{_P}tokens_saved_total {self.tokens_saved}")
         family("offloads_total", "counter", "Tool results kept whole in a workspace.")

@@ -49,6 +49,7 @@ from ..token import TokenCounter, head_within, tail_within
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
+from ._prefix import Counted, Known
 from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offload_note
 from ._sessions import SessionState, content_digest
 
@@ -144,6 +145,9 @@ class Forwarded:
         return isinstance(tools, list) and any(
             isinstance(t, dict) and t.get("name") == READ_TOOL for t in tools
         )
+
+    counted: Counted | None = None
+    """How it was counted (what the conversation's next request can reuse)."""
 
 
 def _digests(messages: Sequence[Any]) -> list[str]:
@@ -336,11 +340,13 @@ def view(
     policy: TransparentPolicy,
     counter: TokenCounter,
     shape: WireShape = ANTHROPIC_SHAPE,
+    *,
+    known: Known | None = None,
 ) -> dict[str, Any]:
     """The body that would be forwarded with ``state``, no compaction run (what
-    ``count_tokens`` counts)."""
+    ``count_tokens`` counts); ``known`` as for :func:`forward`."""
     client = body.get("messages") or []
-    state = _continued(state, _digests(client))
+    state = _continued(state, known.digests if known is not None else _digests(client))
     cut = _cut_for(body, policy, counter, shape)
     return shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
 
@@ -467,38 +473,53 @@ async def forward(
     summarizer: Summarizer,
     counts: CountCache | None = None,
     shape: WireShape = ANTHROPIC_SHAPE,
+    compaction: bool = True,
+    known: Known | None = None,
 ) -> Forwarded:
     """What to forward for ``body`` given the conversation's ``state`` (see the module
-    docstring); compacts when the trigger is passed. A request that does not continue a
+    docstring); compacts when the trigger is passed (unless ``compaction`` is false: the
+    caller will not save the state, see ``SessionBusy``). A request that does not continue a
     compacted state is forwarded as a new conversation, and the state is kept unless
     that request compacts itself. A summarizer that fails leaves the
-    state as it was (the request is forwarded uncompacted: fail open)."""
+    state as it was (the request is forwarded uncompacted: fail open). ``known`` is
+    what the conversation's previous request showed (:mod:`._prefix`): only the
+    messages after it are digested and counted."""
     client = body.get("messages")
     if not isinstance(client, list):
         raise ValueError("messages: expected a list of messages")
-    digests = _digests(client)
+    digests: Sequence[str] = known.digests if known is not None else _digests(client)
     kept = state
     state = _continued(state, digests)
     diverged = state is not kept and kept.summary is not None
-    original = Tally(counter, body, counts, shape.count_as).total
+    client_tally = Tally(
+        counter, body, counts, base=known.client_base() if known else None, to_msg=shape.count_as
+    )
+    original = client_tally.total
     cut = _cut_for(body, policy, counter, shape)
     out = shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
-    tally = Tally(counter, out, counts, shape.count_as)
+    base = known.forwarded_base(state) if known is not None else None
+    tally = Tally(counter, out, counts, base=base, to_msg=shape.count_as)
     tokens = tally.total
     compacted = False
-    if tokens > policy.trigger * policy.window:
+    if compaction and tokens > policy.trigger * policy.window:
         done = await _compacted(
             client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut, shape
         )
         if done is not None:
             state = done
             out = shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
-            tokens = Tally(counter, out, counts, shape.count_as).total
+            tally = Tally(counter, out, counts, to_msg=shape.count_as)
+            tokens = tally.total
             compacted = True
+    counted = Counted(state, client_tally, tally)
     previous_end: int | None = None
-    seen = state.seen
-    if state.cut < seen < len(digests) and digests[seen] == state.seen_digest:
-        previous_end = state.seen - state.cut - 1 + (state.summary is not None)
+    seen, seen_digest = state.seen, state.seen_digest
+    if seen == len(client) and seen_digest == digests[-1]:
+        # The previous request again (a client's retry, maybe on another replica after
+        # the first one died): its breakpoint where that request had it, same bytes.
+        seen, seen_digest = state.before_seen, state.before_digest
+    if state.cut < seen < len(digests) and digests[seen] == seen_digest:
+        previous_end = seen - state.cut - 1 + (state.summary is not None)
     if policy.breakpoints and shape.breakpoints:
         out = place_breakpoints(out, previous_end=previous_end)
     state = SessionState(
@@ -508,9 +529,11 @@ async def forward(
         compactions=state.compactions,
         seen=len(client),
         seen_digest=digests[-1],
+        before_seen=seen,
+        before_digest=seen_digest,
     )
     if diverged and not compacted:
         # A side request under the same key (a probe, a rewind before the summary's end):
         # forwarded on its own, the conversation's compaction kept for its next turn.
         state = kept
-    return Forwarded(out, state, compacted, tokens, original, tuple(cut.offloads.values()))
+    return Forwarded(out, state, compacted, tokens, original, tuple(cut.offloads.values()), counted)

@@ -51,8 +51,12 @@ class TransparentMode:
         cls,
         transparent: TransparentPolicy | Mapping[str, TransparentPolicy],
         store: SessionStore | None,
+        *,
+        lease_ttl: float = 10.0,
+        wait: float = 15.0,
     ) -> TransparentMode:
-        """``transparent`` as one policy (for ``/v1/messages``) or by route."""
+        """``transparent`` as one policy (for ``/v1/messages``) or by route; ``lease_ttl``
+        and ``wait`` as in :class:`SessionStates`."""
         policies = (
             {MESSAGES_ROUTE: transparent}
             if isinstance(transparent, TransparentPolicy)
@@ -62,7 +66,9 @@ class TransparentMode:
         if unknown:
             raise ValueError(f"transparent mode is not available on {unknown}")
         items = cast(Items, store) if _holds_items(store) else None
-        return cls(policies, SessionStates(store), ResultStore(items))
+        return cls(
+            policies, SessionStates(store, lease_ttl=lease_ttl, wait=wait), ResultStore(items)
+        )
 
     def key(self, request: Request, body: Mapping[str, Any]) -> str:
         """The conversation ``request`` belongs to."""

@@ -1,0 +1,220 @@
+"""The processes the gateway's performance figures run: a fast upstream, a trivial relay,
+and the gateway in each mode, each in a process of its own (no shared GIL with the
+client), started and stopped by :func:`serving`.
+
+    python -m benchmarks._gateway_servers upstream PORT [--delay-ms D]
+    python -m benchmarks._gateway_servers relay PORT UPSTREAM
+    python -m benchmarks._gateway_servers gateway PORT UPSTREAM [--pass] [--window N]
+
+The upstream is a plain asyncio HTTP/1.1 server (keep-alive, no framework), so it costs
+little next to what is measured: it answers ``/v1/messages`` with a short message, or,
+when the body asks for ``"stream": true``, with the first SSE event at once and the rest
+``--delay-ms`` later. The relay is the trivial proxy a gateway is compared with: the
+same server stack as the gateway (uvicorn, Starlette, httpx), reading the body and
+sending its bytes on, streaming the answer back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+ANSWER = json.dumps(
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+).encode()
+
+_EVENTS = [
+    ("message_start", {"type": "message_start", "message": {**json.loads(ANSWER), "content": []}}),
+    (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 1},
+        },
+    ),
+    ("message_stop", {"type": "message_stop"}),
+]
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def _upstream(port: int, delay: float) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                body = await reader.readexactly(length)
+                if b'"stream":true' in body or b'"stream": true' in body:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                        b"transfer-encoding: chunked\r\n\r\n" + _chunk(_event(*_EVENTS[0]))
+                    )
+                    await writer.drain()
+                    await asyncio.sleep(delay)
+                    rest = b"".join(_event(*e) for e in _EVENTS[1:])
+                    writer.write(_chunk(rest) + b"0\r\n\r\n")
+                else:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+                    )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+def _relay_app(upstream: str) -> Any:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    client = httpx.AsyncClient(base_url=upstream, timeout=60)
+    skip = {"host", "content-length", "connection", "accept-encoding"}
+
+    async def relay(request: Request) -> Response:
+        body = await request.body()
+        headers = [(k, v) for k, v in request.headers.items() if k not in skip]
+        sent = client.build_request(request.method, request.url.path, headers=headers, content=body)
+        answer = await client.send(sent, stream=True)
+        kept = {
+            k: v
+            for k, v in answer.headers.items()
+            if k not in ("content-length", "transfer-encoding", "connection")
+        }
+        return StreamingResponse(
+            answer.aiter_raw(),
+            status_code=answer.status_code,
+            headers=kept,
+            background=BackgroundTask(answer.aclose),
+        )
+
+    return Starlette(routes=[Route("/v1/{path:path}", relay, methods=["GET", "POST"])])
+
+
+def _gateway_app(upstream: str, passing: bool, window: int | None) -> Any:
+    from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
+
+    config = GatewayConfig(upstream=upstream, pass_through_context_management=passing or None)
+    policy = TransparentPolicy(window=window) if window else None
+    return create_app(config, transparent=policy)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=["upstream", "relay", "gateway"])
+    parser.add_argument("port", type=int)
+    parser.add_argument("upstream", nargs="?")
+    parser.add_argument("--delay-ms", type=float, default=5.0)
+    parser.add_argument("--pass", dest="passing", action="store_true")
+    parser.add_argument("--window", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.kind == "upstream":
+        asyncio.run(_upstream(args.port, args.delay_ms / 1000))
+        return
+    import uvicorn
+
+    app = (
+        _relay_app(args.upstream)
+        if args.kind == "relay"
+        else _gateway_app(args.upstream, args.passing, args.window)
+    )
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on {port} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server on {port} did not start")
+
+
+@contextmanager
+def serving(*args: str, cpu: int | None = None) -> Iterator[tuple[str, int]]:
+    """Run ``python -m benchmarks._gateway_servers KIND PORT ...`` (pinned to ``cpu`` if
+    given); yields its base URL and process id."""
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks._gateway_servers", args[0], str(port), *args[1:]]
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    proc = subprocess.Popen(command, env=os.environ.copy())
+    try:
+        _wait(port, proc)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+if __name__ == "__main__":
+    main()
