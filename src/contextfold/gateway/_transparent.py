@@ -55,11 +55,11 @@ from ._sessions import SessionState, content_digest
 
 __all__ = [
     "ANTHROPIC_SHAPE",
-    "WireShape",
     "TRUNCATION_NOTE",
     "Forwarded",
     "ResultCut",
     "TransparentPolicy",
+    "WireShape",
     "forward",
     "offloading",
     "offloading_tools",
