@@ -170,6 +170,8 @@ class Tally:
     def measure(self, raw: Any) -> int:
         """Tokens of one message ``raw`` (not yet part of the tally)."""
         if self.cache is not None:
+            if self.to_msg is message_of:
+                return self.cache.count(self.counter, raw)
             return self.cache.count(self.counter, raw, self.to_msg)
         return self.counter.count_message(self.to_msg(raw))
 

@@ -55,8 +55,9 @@ async def decide(
     data: dict[str, Any],
     field: str,
 ) -> tuple[str, OpenAIForwarded]:
-    """The conversation's key and what to forward (``Busy`` when failing closed on a
-    held conversation; any other exception: the caller fails open or closed)."""
+    """The conversation's key and what to forward: ``data`` itself when nothing changed
+    (the caller then sends the client's bytes). ``Busy`` when failing closed on a held
+    conversation; any other exception: the caller fails open or closed."""
     gateway = gateway_of(request)
     key = openai_key(request.headers, data)
     if not _compacts(data, field, policy):
@@ -94,6 +95,8 @@ async def decide(
     gateway.metrics.offloads += await mode.results.keep(key, forwarded.offloads)
     gateway.metrics.compactions += forwarded.compacted
     gateway.metrics.tokens_saved += max(forwarded.original_tokens - forwarded.input_tokens, 0)
+    if forwarded.body == data:  # nothing cut, added or summarized: the client's bytes
+        return key, OpenAIForwarded(data, (), False)
     return key, OpenAIForwarded(forwarded.body, forwarded.offloads, reads_tool(forwarded))
 
 

@@ -88,7 +88,7 @@ async def chat_completions(request: Request) -> Response:
             return error_response("openai", 500, not_transformed(exc))
         return await relay(request, "openai", raw)
     body = done.body
-    opened = await open_upstream(request, _dumps(body), "openai")
+    opened = await open_upstream(request, raw if body is data else _dumps(body), "openai")
     if isinstance(opened, Response):
         return opened
     if not done.reads or opened.status_code >= 400:
