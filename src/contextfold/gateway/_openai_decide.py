@@ -17,15 +17,14 @@ from starlette.requests import Request
 
 from ._openai_transparent import (
     OpenAIForwarded,
-    chat_forward,
     compacting_forward,
     openai_key,
     reads_tool,
-    responses_forward,
 )
 from ._proxy import gateway_of
 from ._session_lease import SessionBusy
-from ._transparent import TransparentPolicy
+from ._sessions import SessionState
+from ._transparent import Forwarded, TransparentPolicy
 from ._transparent_route import TransparentMode
 
 __all__ = ["BUSY", "Busy", "decide", "manages"]
@@ -60,13 +59,14 @@ async def decide(
     conversation; any other exception: the caller fails open or closed."""
     gateway = gateway_of(request)
     key = openai_key(request.headers, data)
-    if not _compacts(data, field, policy):
-        done = (
-            chat_forward(data, policy) if field == "messages" else responses_forward(data, policy)
-        )
+    if not _compacts(data, field, policy):  # cut and offload only: no state to keep
+        forwarded = await compacting_forward(
+            data, SessionState(), policy, field=field, summarizer=gateway.summarizer,
+            counts=gateway.counts, compaction=False,
+        )  # fmt: skip
         async with mode.states.lock(key):
-            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
-        return key, done
+            gateway.metrics.offloads += await mode.results.keep(key, forwarded.offloads)
+        return key, _sent(data, forwarded)
     try:
         async with mode.states.hold(key) as held:
             forwarded = await compacting_forward(
@@ -95,9 +95,15 @@ async def decide(
     gateway.metrics.offloads += await mode.results.keep(key, forwarded.offloads)
     gateway.metrics.compactions += forwarded.compacted
     gateway.metrics.tokens_saved += max(forwarded.original_tokens - forwarded.input_tokens, 0)
-    if forwarded.body == data:  # nothing cut, added or summarized: the client's bytes
-        return key, OpenAIForwarded(data, (), False)
-    return key, OpenAIForwarded(forwarded.body, forwarded.offloads, reads_tool(forwarded))
+    return key, _sent(data, forwarded)
+
+
+def _sent(data: dict[str, Any], forwarded: Forwarded) -> OpenAIForwarded:
+    """What to send: ``data`` itself when nothing was cut, added or summarized (the
+    caller then sends the client's bytes)."""
+    if forwarded.body == data:
+        return OpenAIForwarded(data, (), False)
+    return OpenAIForwarded(forwarded.body, forwarded.offloads, reads_tool(forwarded))
 
 
 BUSY = (

@@ -39,12 +39,10 @@ __all__ = [
     "CHAT_SHAPE",
     "RESPONSES_SHAPE",
     "OpenAIForwarded",
-    "chat_forward",
     "compacting_forward",
     "openai_counter",
     "openai_key",
     "reads_tool",
-    "responses_forward",
 ]
 
 
@@ -118,52 +116,6 @@ def _names(tools: Any, *, nested: bool) -> list[Any]:
             function = tool.get("function") if nested else tool
             out.append(function.get("name") if isinstance(function, dict) else None)
     return out
-
-
-def chat_forward(body: dict[str, Any], policy: TransparentPolicy) -> OpenAIForwarded:
-    """A Chat Completions request as transparent mode forwards it."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise ValueError("messages: expected a list of messages")
-    tools = body.get("tools")
-    offload = offloading_tools(tools, _names(tools, nested=True), policy)
-    cut = ResultCut(policy.tool_result_limit, openai_counter(), offload, {})
-    out_messages = messages
-    if policy.tool_result_limit is not None:
-        out_messages = []
-        for message in messages:
-            if isinstance(message, dict) and message.get("role") == "tool":
-                content = _cut_content(message.get("content"), cut)
-                if content is not message.get("content"):
-                    message = {**message, "content": content}
-            out_messages.append(message)
-    out = {**body, "messages": out_messages}
-    if offload:
-        out["tools"] = [*tools, chat_read_tool()]  # type: ignore[misc]
-    return OpenAIForwarded(out, tuple(cut.offloads.values()), offload)
-
-
-def responses_forward(body: dict[str, Any], policy: TransparentPolicy) -> OpenAIForwarded:
-    """A Responses request (its ``input`` a list of items) as transparent mode forwards it."""
-    items = body.get("input")
-    if not isinstance(items, list):
-        raise ValueError("input: expected a list of items")
-    tools = body.get("tools")
-    offload = offloading_tools(tools, _names(tools, nested=False), policy)
-    cut = ResultCut(policy.tool_result_limit, openai_counter(), offload, {})
-    out_items = items
-    if policy.tool_result_limit is not None:
-        out_items = []
-        for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call_output":
-                output = _cut_content(item.get("output"), cut)
-                if output is not item.get("output"):
-                    item = {**item, "output": output}
-            out_items.append(item)
-    out = {**body, "input": out_items}
-    if offload:
-        out["tools"] = [*tools, responses_read_tool()]  # type: ignore[misc]
-    return OpenAIForwarded(out, tuple(cut.offloads.values()), offload)
 
 
 # -- Compaction on the OpenAI routes: the rules of /v1/messages on their wire shapes ------
