@@ -320,3 +320,42 @@ def test_an_upstream_that_stalls_mid_stream_ends_it_with_an_error_event(
     assert events[0].startswith(b"event: message_start")
     assert events[-1].startswith(b"event: error")
     assert json.loads(events[-1].split(b"data: ", 1)[1])["error"]["type"] == "timeout_error"
+
+
+def _cancelled(url: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith('contextfold_gateway_upstream_errors_total{kind="cancelled"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_answered_requests_are_not_counted_as_cancelled(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    # uvicorn's receive() reports a disconnect as soon as a response is complete: a relay
+    # that races the end of its own response against that report counted every answered
+    # request as a cancellation (seen with litellm through the gateway: 31 of 31).
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "pong"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+    o = openai.OpenAI(base_url=f"{gateway}/v1", api_key=SECRET, max_retries=0)
+    for _ in range(20):
+        upstream.then_json(completion)
+        o.chat.completions.create(model="m", messages=[{"role": "user", "content": "ping"}])
+    for _ in range(5):
+        upstream.then_json(message())
+        client(gateway).messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert _cancelled(gateway) == 0

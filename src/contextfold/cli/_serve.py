@@ -171,7 +171,7 @@ def serve(
         )
     sessions = _store(state, state_prefix) if state is not None and policy is not None else None
     routes = None
-    if policy is not None:  # the OpenAI routes offload and read back; only Messages compacts
+    if policy is not None:  # every route: compaction, cut, offload and read-back
         routes = dict.fromkeys(("/v1/messages", "/v1/chat/completions", "/v1/responses"), policy)
     fields: dict[str, Any] = {
         "max_body_bytes": int(max_body_mb * 1024 * 1024),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._exceptions import MessageFormatError
@@ -92,9 +92,13 @@ class CountCache:
             self._counts.popitem(last=False)
         return value
 
-    def count(self, counter: TokenCounter, raw: Any) -> int:
-        """The tokens of one wire message, counted once per content."""
-        return self._cached(counter, "message", raw, lambda: counter.count_message(message_of(raw)))
+    def count(
+        self, counter: TokenCounter, raw: Any, to_msg: Callable[[Any], Msg] = message_of
+    ) -> int:
+        """The tokens of one wire message, counted once per content (``to_msg`` reads
+        it: an Anthropic message by default)."""
+        kind = "message" if to_msg is message_of else f"message:{to_msg.__qualname__}"
+        return self._cached(counter, kind, raw, lambda: counter.count_message(to_msg(raw)))
 
     def fixed(self, counter: TokenCounter, system: Any, tools: Any) -> int:
         """The tokens of a request's system prompt, tools and framing, once per content."""
@@ -121,9 +125,11 @@ class Tally:
         cache: CountCache | None = None,
         *,
         base: tuple[int, int] | None = None,
+        to_msg: Callable[[Any], Msg] = message_of,
     ) -> None:
         self.counter = counter
         self.cache = cache
+        self.to_msg = to_msg
         self._body = body
         self._base = base
         """``(k, tokens of messages[:k])`` when known without counting them (the
@@ -164,8 +170,10 @@ class Tally:
     def measure(self, raw: Any) -> int:
         """Tokens of one message ``raw`` (not yet part of the tally)."""
         if self.cache is not None:
-            return self.cache.count(self.counter, raw)
-        return self.counter.count_message(message_of(raw))
+            if self.to_msg is message_of:
+                return self.cache.count(self.counter, raw)
+            return self.cache.count(self.counter, raw, self.to_msg)
+        return self.counter.count_message(self.to_msg(raw))
 
     def update(self, counts: dict[int, int]) -> None:
         """Set the counts of the messages an applied edit replaced."""

@@ -1,7 +1,8 @@
 """Transparent mode on the OpenAI routes (``/v1/chat/completions``, ``/v1/responses``):
-oversized tool results cut and offloaded, and the read-back tool added after the
-client's tools. No compaction here (the Responses route has OpenAI's own, emulated
-when asked: :mod:`._responses`).
+oversized tool results cut and offloaded, the read-back tool added after the client's
+tools, and compaction by the rules of ``/v1/messages`` on these routes' wire shapes
+(:data:`CHAT_SHAPE`, :data:`RESPONSES_SHAPE`; the Responses route also has OpenAI's own
+compaction, emulated when asked: :mod:`._responses`).
 
 What is forwarded is a pure function of the request: a tool result resent every turn
 is cut to the same bytes, and the tool definition is constant, so the provider's prompt
@@ -10,17 +11,39 @@ cache keeps matching. Counting uses o200k_base, as OpenAI's models do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from .._exceptions import MessageFormatError
+from ..context import Summarizer
+from ..message import Msg, from_openai_messages
 from ..token import OpenAITokenCounter, TokenCounter
-from ._retrieval import Offload, chat_read_tool, responses_read_tool
-from ._sessions import SESSION_HEADER, content_digest
-from ._transparent import ResultCut, TransparentPolicy, offloading_tools
+from ._compaction import SUMMARY_PREFIX
+from ._count import CountCache, message_of
+from ._responses_items import messages_of, summary_message
+from ._retrieval import READ_TOOL, Offload, chat_read_tool, responses_read_tool
+from ._sessions import SESSION_HEADER, SessionState, content_digest
+from ._transparent import (
+    Forwarded,
+    ResultCut,
+    TransparentPolicy,
+    WireShape,
+    forward,
+    offloading_tools,
+)
 
-__all__ = ["OpenAIForwarded", "chat_forward", "openai_counter", "openai_key", "responses_forward"]
+__all__ = [
+    "CHAT_SHAPE",
+    "RESPONSES_SHAPE",
+    "OpenAIForwarded",
+    "compacting_forward",
+    "openai_counter",
+    "openai_key",
+    "reads_tool",
+]
 
 
 @lru_cache(maxsize=1)
@@ -95,47 +118,177 @@ def _names(tools: Any, *, nested: bool) -> list[Any]:
     return out
 
 
-def chat_forward(body: dict[str, Any], policy: TransparentPolicy) -> OpenAIForwarded:
-    """A Chat Completions request as transparent mode forwards it."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise ValueError("messages: expected a list of messages")
-    tools = body.get("tools")
-    offload = offloading_tools(tools, _names(tools, nested=True), policy)
-    cut = ResultCut(policy.tool_result_limit, openai_counter(), offload, {})
-    out_messages = messages
-    if policy.tool_result_limit is not None:
-        out_messages = []
-        for message in messages:
-            if isinstance(message, dict) and message.get("role") == "tool":
-                content = _cut_content(message.get("content"), cut)
-                if content is not message.get("content"):
-                    message = {**message, "content": content}
-            out_messages.append(message)
-    out = {**body, "messages": out_messages}
-    if offload:
-        out["tools"] = [*tools, chat_read_tool()]  # type: ignore[misc]
-    return OpenAIForwarded(out, tuple(cut.offloads.values()), offload)
+# -- Compaction on the OpenAI routes: the rules of /v1/messages on their wire shapes ------
 
 
-def responses_forward(body: dict[str, Any], policy: TransparentPolicy) -> OpenAIForwarded:
-    """A Responses request (its ``input`` a list of items) as transparent mode forwards it."""
-    items = body.get("input")
-    if not isinstance(items, list):
-        raise ValueError("input: expected a list of items")
+def _cut_chat_message(message: Any, cut: ResultCut) -> Any:
+    if cut.limit is None or not isinstance(message, dict) or message.get("role") != "tool":
+        return message
+    content = _cut_content(message.get("content"), cut)
+    return message if content is message.get("content") else {**message, "content": content}
+
+
+def _chat_summary(summary: str) -> dict[str, Any]:
+    # Plain string content: local servers' chat templates often accept nothing else.
+    return {"role": "user", "content": SUMMARY_PREFIX + summary}
+
+
+def _as_json(raw: Any) -> Msg:
+    return message_of({"role": "user", "content": json.dumps(raw, ensure_ascii=False)})
+
+
+def _chat_msgs(messages: Sequence[Any]) -> list[Msg]:
+    try:
+        return from_openai_messages(list(messages), strict=False)
+    except MessageFormatError:  # a shape the decoder does not know: read as JSON
+        return [_as_json(m) for m in messages]
+
+
+def _chat_msg(message: Any) -> Msg:
+    found = _chat_msgs([message])
+    return found[0] if len(found) == 1 else _as_json(message)
+
+
+def _chat_offloading(body: dict[str, Any], policy: TransparentPolicy) -> bool:
     tools = body.get("tools")
-    offload = offloading_tools(tools, _names(tools, nested=False), policy)
-    cut = ResultCut(policy.tool_result_limit, openai_counter(), offload, {})
-    out_items = items
-    if policy.tool_result_limit is not None:
-        out_items = []
-        for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call_output":
-                output = _cut_content(item.get("output"), cut)
-                if output is not item.get("output"):
-                    item = {**item, "output": output}
-            out_items.append(item)
-    out = {**body, "input": out_items}
-    if offload:
-        out["tools"] = [*tools, responses_read_tool()]  # type: ignore[misc]
-    return OpenAIForwarded(out, tuple(cut.offloads.values()), offload)
+    return offloading_tools(tools, _names(tools, nested=True), policy)
+
+
+def _chat_tool(out: dict[str, Any], cut: ResultCut) -> dict[str, Any]:
+    if cut.offload:
+        out["tools"] = [*out["tools"], chat_read_tool()]
+    return out
+
+
+CHAT_SHAPE = WireShape(
+    _cut_chat_message,
+    _chat_summary,
+    breakpoints=False,
+    decode=_chat_msgs,
+    count_as=_chat_msg,
+    offloading=_chat_offloading,
+    with_tool=_chat_tool,
+)
+"""Chat Completions: ``tool`` messages cut, the summary as a plain user message, kept
+messages starting on an assistant message (its ``tool_calls`` stay with their results)."""
+
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+
+
+def _model_item(item: Any) -> bool:
+    """Reasoning, a call or an assistant message: what the model produced."""
+    if not isinstance(item, dict):
+        return False
+    kind = str(item.get("type", "message"))
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind == "reasoning" or (kind.endswith("_call") and kind not in _OUTPUTS)
+
+
+def _turn_start(items: Sequence[Any], k: int) -> bool:
+    """A model turn's first item: no call is parted from its output, no reasoning item
+    from the call it led to."""
+    return _model_item(items[k]) and not _model_item(items[k - 1])
+
+
+def _cut_item(item: Any, cut: ResultCut) -> Any:
+    if cut.limit is None or not isinstance(item, dict) or item.get("type") not in _OUTPUTS:
+        return item
+    output = _cut_content(item.get("output"), cut)
+    return item if output is item.get("output") else {**item, "output": output}
+
+
+def _item_msgs(items: Sequence[Any]) -> list[Msg]:
+    return messages_of(list(items))
+
+
+def _item_msg(item: Any) -> Msg:
+    found = messages_of([item])
+    return found[0] if len(found) == 1 else _as_json(item)
+
+
+def _responses_offloading(body: dict[str, Any], policy: TransparentPolicy) -> bool:
+    tools = body.get("tools")
+    return offloading_tools(tools, _names(tools, nested=False), policy)
+
+
+def _responses_tool(out: dict[str, Any], cut: ResultCut) -> dict[str, Any]:
+    if cut.offload:
+        out["tools"] = [*out["tools"], responses_read_tool()]
+    return out
+
+
+RESPONSES_SHAPE = WireShape(
+    _cut_item,
+    summary_message,
+    breakpoints=False,
+    decode=_item_msgs,
+    turn_start=_turn_start,
+    count_as=_item_msg,
+    offloading=_responses_offloading,
+    with_tool=_responses_tool,
+)
+"""Responses: call outputs cut, the summary as a user message item, kept items starting
+on a model turn."""
+
+_HEAD_ROLES = frozenset({"system", "developer"})
+
+
+def _split(body: dict[str, Any], field: str) -> tuple[list[Any], dict[str, Any]]:
+    """The leading system and developer messages (forwarded as sent, never summarized),
+    and the rest as the body the shared rules work on (the head's text as its
+    ``system``, for counting)."""
+    items = body[field]
+    n = 0
+    while n < len(items) and isinstance(items[n], dict):
+        item = items[n]
+        if item.get("type", "message") != "message" or item.get("role") not in _HEAD_ROLES:
+            break
+        n += 1
+    head = items[:n]
+    parts = [body.get("instructions"), *(i.get("content") for i in head)]
+    texts = [p if isinstance(p, str) else json.dumps(p, ensure_ascii=False) for p in parts if p]
+    inner = {
+        "system": "\n\n".join(texts) or None,
+        "tools": body.get("tools"),
+        "messages": items[n:],
+    }
+    return head, inner
+
+
+async def compacting_forward(
+    body: dict[str, Any],
+    state: SessionState,
+    policy: TransparentPolicy,
+    *,
+    field: str,
+    summarizer: Summarizer,
+    counts: CountCache | None = None,
+    compaction: bool = True,
+) -> Forwarded:
+    """An OpenAI request (``field``: ``messages`` for Chat Completions, ``input`` for
+    Responses) as transparent mode forwards it, compaction included, counted with
+    o200k_base; :func:`~._transparent.forward` does the work."""
+    shape = CHAT_SHAPE if field == "messages" else RESPONSES_SHAPE
+    head, inner = _split(body, field)
+    done = await forward(
+        inner,
+        state,
+        policy,
+        counter=openai_counter(),
+        summarizer=summarizer,
+        counts=counts,
+        shape=shape,
+        compaction=compaction,
+    )
+    out = {**body, field: [*head, *done.body["messages"]]}
+    if isinstance(done.body.get("tools"), list):
+        out["tools"] = done.body["tools"]
+    return replace(done, body=out)
+
+
+def reads_tool(forwarded: Forwarded) -> bool:
+    """Whether an OpenAI body carries the read-back tool (Chat nests its name)."""
+    tools = forwarded.body.get("tools")
+    names = _names(tools, nested=False) + _names(tools, nested=True)
+    return READ_TOOL in names

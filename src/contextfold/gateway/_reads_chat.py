@@ -22,7 +22,8 @@ from starlette.responses import Response
 from .._logging import logger
 from ._body import BodyError, read_body, read_json
 from ._errors import error_response, not_transformed
-from ._openai_transparent import chat_forward, openai_counter, openai_key
+from ._openai_decide import BUSY, Busy, decide, manages
+from ._openai_transparent import openai_counter
 from ._proxy import gateway_of, open_upstream, relay, stream_back
 from ._reads import ReadContext, summed
 from ._relay import RelayResponse, upstream_chunks
@@ -74,13 +75,12 @@ async def chat_completions(request: Request) -> Response:
         data = read_json(raw)
     except BodyError as exc:
         return error_response("openai", exc.status, exc.message)
-    if not isinstance(data.get("messages"), list) or policy.tool_result_limit is None:
+    if not manages(data, "messages", policy):
         return await relay(request, "openai", raw)  # nothing to do: the bytes as sent
     try:
-        key = openai_key(request.headers, data)
-        done = chat_forward(data, policy)
-        async with mode.states.lock(key):
-            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
+        key, done = await decide(request, mode, policy, data, "messages")
+    except Busy:
+        return error_response("openai", 503, BUSY)
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
@@ -88,7 +88,7 @@ async def chat_completions(request: Request) -> Response:
             return error_response("openai", 500, not_transformed(exc))
         return await relay(request, "openai", raw)
     body = done.body
-    opened = await open_upstream(request, _dumps(body), "openai")
+    opened = await open_upstream(request, raw if body is data else _dumps(body), "openai")
     if isinstance(opened, Response):
         return opened
     if not done.reads or opened.status_code >= 400:

@@ -29,7 +29,8 @@ from starlette.responses import Response
 
 from .._logging import logger
 from ._errors import error_response, not_transformed
-from ._openai_transparent import openai_counter, openai_key, responses_forward
+from ._openai_decide import BUSY, Busy, decide, manages
+from ._openai_transparent import openai_counter
 from ._proxy import gateway_of, open_upstream, stream_back
 from ._reads import ReadContext, summed
 from ._relay import RelayResponse, upstream_chunks
@@ -85,13 +86,12 @@ async def transparent_responses(
 ) -> Response:
     """A Responses request that asks for no compaction, as transparent mode forwards it."""
     gateway = gateway_of(request)
-    if not isinstance(data.get("input"), list) or policy.tool_result_limit is None:
+    if not manages(data, "input", policy):
         return await _relay_raw(request, raw)  # nothing to do: the bytes as sent
     try:
-        key = openai_key(request.headers, data)
-        done = responses_forward(data, policy)
-        async with mode.states.lock(key):
-            gateway.metrics.offloads += await mode.results.keep(key, done.offloads)
+        key, done = await decide(request, mode, policy, data, "input")
+    except Busy:
+        return error_response("openai", 503, BUSY)
     except Exception as exc:
         logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
         gateway.metrics.untransformed += 1
@@ -99,7 +99,7 @@ async def transparent_responses(
             return error_response("openai", 500, not_transformed(exc))
         return await _relay_raw(request, raw)
     body = done.body
-    opened = await open_upstream(request, _dumps(body), "openai")
+    opened = await open_upstream(request, raw if body is data else _dumps(body), "openai")
     if isinstance(opened, Response):
         return opened
     if not done.reads or opened.status_code >= 400:

@@ -55,19 +55,24 @@ class RelayResponse(StreamingResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = False
+        # uvicorn's receive() reports a disconnect as soon as the response is complete:
+        # only a disconnect before the last byte was sent is a cancellation.
+        finished = False
         try:
             async with anyio.create_task_group() as group:
 
                 async def stream() -> None:
+                    nonlocal finished
                     await self.stream_response(send)
+                    finished = True
                     group.cancel_scope.cancel()
 
                 group.start_soon(stream)
                 await wait_disconnect(receive)
-                gone = True
+                gone = not finished
                 group.cancel_scope.cancel()
         except OSError:
-            gone = True
+            gone = not finished
         finally:
             with anyio.CancelScope(shield=True):
                 await self._upstream.aclose()

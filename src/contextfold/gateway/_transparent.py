@@ -28,7 +28,7 @@ conversation; the state is replaced only if that request compacts itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -44,6 +44,7 @@ from ..context import (
     render_summary,
     safe_format,
 )
+from ..message import Msg
 from ..token import TokenCounter, head_within, tail_within
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
@@ -53,10 +54,12 @@ from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offloa
 from ._sessions import SessionState, content_digest
 
 __all__ = [
+    "ANTHROPIC_SHAPE",
     "TRUNCATION_NOTE",
     "Forwarded",
     "ResultCut",
     "TransparentPolicy",
+    "WireShape",
     "forward",
     "offloading",
     "offloading_tools",
@@ -256,10 +259,6 @@ def offloading(body: dict[str, Any], policy: TransparentPolicy) -> bool:
     return bool(tools)
 
 
-def _cut_of(body: dict[str, Any], policy: TransparentPolicy, counter: TokenCounter) -> ResultCut:
-    return ResultCut(policy.tool_result_limit, counter, offloading(body, policy), {})
-
-
 def offloading_tools(tools: Any, names: list[Any], policy: TransparentPolicy) -> bool:
     """:func:`offloading` for OpenAI's tool shapes (``names``: the client's tool names)."""
     if not _offloads(policy) or not isinstance(tools, list):
@@ -280,9 +279,52 @@ def _summary_message(summary: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": SUMMARY_PREFIX + summary}]}
 
 
-def _messages(client: Sequence[Any], state: SessionState, cut: ResultCut) -> list[Any]:
-    tail = [_transformed(m, cut) for m in client[state.cut :]]
-    return [_summary_message(state.summary), *tail] if state.summary is not None else tail
+def _is_assistant(items: Sequence[Any], k: int) -> bool:
+    return isinstance(items[k], dict) and items[k].get("role") == "assistant"
+
+
+def _decoded(messages: Sequence[Any]) -> list[Msg]:
+    return [message_of(m) for m in messages]
+
+
+@dataclass(frozen=True)
+class WireShape:
+    """What differs between APIs in transparent mode; the rules (cut points, trigger,
+    cost guard, state, offload) are the same for every route.
+
+    ``transform`` cuts a message's oversized tool results (a pure function of its
+    content); ``summary_message`` is the message the summary travels in; ``turn_start``
+    says whether the kept messages may start at ``items[k]`` (a model turn's first item,
+    so no call loses its result); ``decode`` and ``count_as`` read wire messages as
+    ``Msg`` for the summarizer and the counter; ``offloading`` and ``with_tool`` decide on
+    and add the read-back tool; ``breakpoints``: Anthropic cache breakpoints.
+    """
+
+    transform: Callable[[Any, ResultCut], Any]
+    summary_message: Callable[[str], dict[str, Any]]
+    breakpoints: bool
+    decode: Callable[[Sequence[Any]], list[Msg]] = _decoded
+    turn_start: Callable[[Sequence[Any], int], bool] = _is_assistant
+    count_as: Callable[[Any], Msg] = message_of
+    offloading: Callable[[dict[str, Any], TransparentPolicy], bool] = offloading
+    with_tool: Callable[[dict[str, Any], ResultCut], dict[str, Any]] = _with_tool
+
+
+ANTHROPIC_SHAPE = WireShape(_transformed, _summary_message, breakpoints=True)
+"""Anthropic Messages: ``tool_result`` blocks cut, the summary as a text block."""
+
+
+def _messages(
+    client: Sequence[Any], state: SessionState, cut: ResultCut, shape: WireShape
+) -> list[Any]:
+    tail = [shape.transform(m, cut) for m in client[state.cut :]]
+    return [shape.summary_message(state.summary), *tail] if state.summary is not None else tail
+
+
+def _cut_for(
+    body: dict[str, Any], policy: TransparentPolicy, counter: TokenCounter, shape: WireShape
+) -> ResultCut:
+    return ResultCut(policy.tool_result_limit, counter, shape.offloading(body, policy), {})
 
 
 def _continued(state: SessionState, digests: Sequence[str]) -> SessionState:
@@ -297,6 +339,7 @@ def view(
     state: SessionState,
     policy: TransparentPolicy,
     counter: TokenCounter,
+    shape: WireShape = ANTHROPIC_SHAPE,
     *,
     known: Known | None = None,
 ) -> dict[str, Any]:
@@ -304,19 +347,18 @@ def view(
     ``count_tokens`` counts); ``known`` as for :func:`forward`."""
     client = body.get("messages") or []
     state = _continued(state, known.digests if known is not None else _digests(client))
-    cut = _cut_of(body, policy, counter)
-    return _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
+    cut = _cut_for(body, policy, counter, shape)
+    return shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
 
 
-def _new_cut(client: Sequence[Any], state: SessionState, budget: int, tally: Tally) -> int | None:
-    """Where the kept messages start after a compaction: the earliest assistant message
-    after ``state.cut`` from which the rest fits ``budget``, else the latest one (the
-    newest turn is always kept); ``None`` when there is nothing to summarize."""
-    candidates = [
-        k
-        for k in range(state.cut + 1, len(client))
-        if isinstance(client[k], dict) and client[k].get("role") == "assistant"
-    ]
+def _new_cut(
+    client: Sequence[Any], state: SessionState, budget: int, tally: Tally, shape: WireShape
+) -> int | None:
+    """Where the kept messages start after a compaction: the earliest turn start (an
+    assistant message on Anthropic's wire) after ``state.cut`` from which the rest fits
+    ``budget``, else the latest one (the newest turn is always kept); ``None`` when there
+    is nothing to summarize."""
+    candidates = [k for k in range(state.cut + 1, len(client)) if shape.turn_start(client, k)]
     if not candidates:
         return None
     sizes = [tally.measure(m) for m in client]
@@ -329,11 +371,13 @@ def _new_cut(client: Sequence[Any], state: SessionState, budget: int, tally: Tal
     return candidates[-1]
 
 
-async def _summarize(messages: Sequence[Any], previous: str | None, summarizer: Summarizer) -> str:
+async def _summarize(
+    messages: Sequence[Any], previous: str | None, summarizer: Summarizer, shape: WireShape
+) -> str:
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    shown = [_summary_message(previous), *messages] if previous is not None else list(messages)
+    shown = [shape.summary_message(previous), *messages] if previous is not None else messages
     request = SummaryRequest(
-        messages=[message_of(m) for m in shown],
+        messages=shape.decode(shown),
         previous=None,
         instructions=safe_format(DEFAULT_COMPRESSION_PROMPT, {"current_time": now}),
         hints=(),
@@ -350,7 +394,13 @@ _ITEM_LINE = re.compile(r"^- item r[0-9a-f]{16}: .*$", re.MULTILINE)
 MAX_LISTED_ITEMS = 50
 
 
-def _listed(summary: str, previous: str | None, summarized: Sequence[Any], cut: ResultCut) -> str:
+def _listed(
+    summary: str,
+    previous: str | None,
+    summarized: Sequence[Any],
+    cut: ResultCut,
+    shape: WireShape,
+) -> str:
     """``summary`` followed by the items offloaded from ``summarized`` and those the
     ``previous`` summary listed (the newest :data:`MAX_LISTED_ITEMS`): a pure function of
     the history, written once per compaction, so the prefix stays byte-stable."""
@@ -358,7 +408,7 @@ def _listed(summary: str, previous: str | None, summarized: Sequence[Any], cut: 
         return summary
     probe = ResultCut(cut.limit, cut.counter, True, {})
     for message in summarized:
-        _transformed(message, probe)
+        shape.transform(message, probe)
     lines = _ITEM_LINE.findall(previous or "")
     for offload in probe.offloads.values():
         first = offload.text.strip().split("\n", 1)[0][:80]
@@ -377,32 +427,34 @@ async def _compacted(
     tally: Tally,
     summarizer: Summarizer,
     offload: ResultCut,
+    shape: WireShape,
 ) -> SessionState | None:
     """The state after a compaction of the request whose messages are ``forwarded``
     (``tokens`` in all, counted by ``tally``), or
     ``None`` when it should not happen (nothing to summarize, the summarizer failed, or
     the cost guard refused and the request still fits the window)."""
     before = sum(tally.measure(m) for m in forwarded)  # read again if not compacted
-    shown = _cut_of({}, policy, tally.counter)  # the summarizer reads results cut, no note
+    shown = _cut_for({}, policy, tally.counter, shape)  # the summarizer reads cut results
     budget = int(policy.keep * policy.window)
     for _ in range(2):
-        cut = _new_cut(client, state, budget, tally)
+        cut = _new_cut(client, state, budget, tally, shape)
         if cut is None:
             return None
         try:
             summary = await _summarize(
-                [_transformed(m, shown) for m in client[state.cut : cut]],
+                [shape.transform(m, shown) for m in client[state.cut : cut]],
                 state.summary,
                 summarizer,
+                shape,
             )
-            summary = _listed(summary, state.summary, client[state.cut : cut], offload)
+            summary = _listed(summary, state.summary, client[state.cut : cut], offload, shape)
         except Exception as exc:  # fail open: forward uncompacted, state unchanged
             logger.warning("gateway: transparent compaction failed (%s)", type(exc).__name__)
             return None
         done = SessionState(
             cut=cut, cut_digest=digests[cut], summary=summary, compactions=state.compactions + 1
         )
-        head = tally.measure(_summary_message(summary))
+        head = tally.measure(shape.summary_message(summary))
         after = head + sum(tally.measure(m) for m in client[cut:])
         if policy.cost_guard is None or after <= policy.cost_guard * before:
             return done
@@ -420,6 +472,7 @@ async def forward(
     counter: TokenCounter,
     summarizer: Summarizer,
     counts: CountCache | None = None,
+    shape: WireShape = ANTHROPIC_SHAPE,
     compaction: bool = True,
     known: Known | None = None,
 ) -> Forwarded:
@@ -438,22 +491,24 @@ async def forward(
     kept = state
     state = _continued(state, digests)
     diverged = state is not kept and kept.summary is not None
-    client_tally = Tally(counter, body, counts, base=known.client_base() if known else None)
+    client_tally = Tally(
+        counter, body, counts, base=known.client_base() if known else None, to_msg=shape.count_as
+    )
     original = client_tally.total
-    cut = _cut_of(body, policy, counter)
-    out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
+    cut = _cut_for(body, policy, counter, shape)
+    out = shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
     base = known.forwarded_base(state) if known is not None else None
-    tally = Tally(counter, out, counts, base=base)
+    tally = Tally(counter, out, counts, base=base, to_msg=shape.count_as)
     tokens = tally.total
     compacted = False
     if compaction and tokens > policy.trigger * policy.window:
         done = await _compacted(
-            client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut
+            client, digests, state, policy, out["messages"], tokens, tally, summarizer, cut, shape
         )
         if done is not None:
             state = done
-            out = _with_tool({**body, "messages": _messages(client, state, cut)}, cut)
-            tally = Tally(counter, out, counts)
+            out = shape.with_tool({**body, "messages": _messages(client, state, cut, shape)}, cut)
+            tally = Tally(counter, out, counts, to_msg=shape.count_as)
             tokens = tally.total
             compacted = True
     counted = Counted(state, client_tally, tally)
@@ -465,7 +520,7 @@ async def forward(
         seen, seen_digest = state.before_seen, state.before_digest
     if state.cut < seen < len(digests) and digests[seen] == seen_digest:
         previous_end = seen - state.cut - 1 + (state.summary is not None)
-    if policy.breakpoints:
+    if policy.breakpoints and shape.breakpoints:
         out = place_breakpoints(out, previous_end=previous_end)
     state = SessionState(
         cut=state.cut,
