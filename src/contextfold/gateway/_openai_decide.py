@@ -11,23 +11,33 @@ state says, with no compaction and no state change.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import httpx
 from starlette.requests import Request
+from starlette.responses import Response
 
+from .._logging import logger
+from ._errors import error_response, not_transformed
 from ._openai_transparent import (
     OpenAIForwarded,
     compacting_forward,
+    dumps,
+    openai_counter,
     openai_key,
     reads_tool,
 )
-from ._proxy import gateway_of
+from ._proxy import gateway_of, open_upstream, stream_back
+from ._reads import ReadContext
+from ._relay import RelayResponse
 from ._session_lease import SessionBusy
 from ._sessions import SessionState
 from ._transparent import Forwarded, TransparentPolicy
 from ._transparent_route import TransparentMode
+from ._upstream import relayed_headers
 
-__all__ = ["BUSY", "Busy", "decide", "manages"]
+__all__ = ["BUSY", "Busy", "decide", "manages", "transparently"]
 
 
 class Busy(Exception):
@@ -110,3 +120,60 @@ BUSY = (
     "this conversation is busy: another request of it is being decided (on this gateway "
     "or another replica); retry"
 )
+
+
+Streamed = Callable[[ReadContext, dict[str, Any], httpx.Response], AsyncIterator[bytes]]
+Answered = Callable[[ReadContext, dict[str, Any], httpx.Response], Awaitable[Response]]
+
+
+async def transparently(
+    request: Request,
+    raw: bytes,
+    data: dict[str, Any],
+    route: tuple[TransparentMode, TransparentPolicy],
+    field: str,
+    as_sent: Callable[[], Awaitable[Response]],
+    streamed: Streamed,
+    answered: Answered,
+) -> Response:
+    """An OpenAI route's request in transparent mode: decided, sent, and its read-back
+    rounds answered by the route's ``streamed`` or ``answered``; ``as_sent`` relays the
+    client's bytes when there is nothing to do or transparent mode fails open."""
+    mode, policy = route
+    gateway = gateway_of(request)
+    if not manages(data, field, policy):
+        return await as_sent()  # nothing to do: the bytes as sent
+    try:
+        key, done = await decide(request, mode, policy, data, field)
+    except Busy:
+        return error_response("openai", 503, BUSY)
+    except Exception as exc:
+        logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
+        gateway.metrics.untransformed += 1
+        if gateway.config.fail_closed:
+            return error_response("openai", 500, not_transformed(exc))
+        return await as_sent()
+    body = done.body
+    opened = await open_upstream(request, raw if body is data else dumps(body), "openai")
+    if isinstance(opened, Response):
+        return opened
+    if not done.reads or opened.status_code >= 400:
+        return stream_back(request, opened, "openai")
+    ctx = ReadContext(
+        request,
+        key,
+        mode.results,
+        page=policy.tool_result_limit or 0,
+        rounds=policy.read_rounds,
+        counter=openai_counter(),
+        dialect="openai",
+    )
+    if opened.headers.get("content-type", "").startswith("text/event-stream"):
+        return RelayResponse(
+            streamed(ctx, body, opened),
+            upstream=opened,
+            metrics=gateway.metrics,
+            status_code=opened.status_code,
+            headers=relayed_headers(opened.headers),
+        )
+    return await answered(ctx, body, opened)

@@ -40,10 +40,16 @@ __all__ = [
     "RESPONSES_SHAPE",
     "OpenAIForwarded",
     "compacting_forward",
+    "dumps",
     "openai_counter",
     "openai_key",
     "reads_tool",
 ]
+
+
+def dumps(value: Any) -> bytes:
+    """A body as the OpenAI routes send it (compact JSON, UTF-8)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @lru_cache(maxsize=1)

@@ -19,14 +19,12 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._logging import logger
 from ._body import BodyError, read_body, read_json
-from ._errors import error_response, not_transformed
-from ._openai_decide import BUSY, Busy, decide, manages
-from ._openai_transparent import openai_counter
-from ._proxy import gateway_of, open_upstream, relay, stream_back
+from ._errors import error_response
+from ._openai_decide import transparently
+from ._proxy import gateway_of, relay, stream_back
 from ._reads import ReadContext, summed
-from ._relay import RelayResponse, upstream_chunks
+from ._relay import upstream_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents
 from ._transparent_route import CHAT_ROUTE, mode_of
@@ -68,49 +66,22 @@ async def chat_completions(request: Request) -> Response:
     transparent = mode_of(request, CHAT_ROUTE)
     if transparent is None:
         return await relay(request, "openai")
-    mode, policy = transparent
     gateway = gateway_of(request)
     try:
         raw = await read_body(request, gateway.config.max_body_bytes)
         data = read_json(raw)
     except BodyError as exc:
         return error_response("openai", exc.status, exc.message)
-    if not manages(data, "messages", policy):
-        return await relay(request, "openai", raw)  # nothing to do: the bytes as sent
-    try:
-        key, done = await decide(request, mode, policy, data, "messages")
-    except Busy:
-        return error_response("openai", 503, BUSY)
-    except Exception as exc:
-        logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
-        gateway.metrics.untransformed += 1
-        if gateway.config.fail_closed:
-            return error_response("openai", 500, not_transformed(exc))
-        return await relay(request, "openai", raw)
-    body = done.body
-    opened = await open_upstream(request, raw if body is data else _dumps(body), "openai")
-    if isinstance(opened, Response):
-        return opened
-    if not done.reads or opened.status_code >= 400:
-        return stream_back(request, opened, "openai")
-    ctx = ReadContext(
+    return await transparently(
         request,
-        key,
-        mode.results,
-        page=policy.tool_result_limit or 0,
-        rounds=policy.read_rounds,
-        counter=openai_counter(),
-        dialect="openai",
+        raw,
+        data,
+        transparent,
+        "messages",
+        lambda: relay(request, "openai", raw),
+        _streamed,
+        _answered,
     )
-    if opened.headers.get("content-type", "").startswith("text/event-stream"):
-        return RelayResponse(
-            _streamed(ctx, body, opened),
-            upstream=opened,
-            metrics=gateway.metrics,
-            status_code=opened.status_code,
-            headers=relayed_headers(opened.headers),
-        )
-    return await _answered(ctx, body, opened)
 
 
 async def _next_body(

@@ -27,13 +27,11 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._logging import logger
-from ._errors import error_response, not_transformed
-from ._openai_decide import BUSY, Busy, decide, manages
-from ._openai_transparent import openai_counter
-from ._proxy import gateway_of, open_upstream, stream_back
+from ._errors import error_response
+from ._openai_decide import transparently
+from ._proxy import open_upstream, stream_back
 from ._reads import ReadContext, summed
-from ._relay import RelayResponse, upstream_chunks
+from ._relay import upstream_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents, event_name
 from ._transparent import TransparentPolicy
@@ -85,43 +83,16 @@ async def transparent_responses(
     policy: TransparentPolicy,
 ) -> Response:
     """A Responses request that asks for no compaction, as transparent mode forwards it."""
-    gateway = gateway_of(request)
-    if not manages(data, "input", policy):
-        return await _relay_raw(request, raw)  # nothing to do: the bytes as sent
-    try:
-        key, done = await decide(request, mode, policy, data, "input")
-    except Busy:
-        return error_response("openai", 503, BUSY)
-    except Exception as exc:
-        logger.warning("gateway: transparent mode not applied (%s)", type(exc).__name__)
-        gateway.metrics.untransformed += 1
-        if gateway.config.fail_closed:
-            return error_response("openai", 500, not_transformed(exc))
-        return await _relay_raw(request, raw)
-    body = done.body
-    opened = await open_upstream(request, raw if body is data else _dumps(body), "openai")
-    if isinstance(opened, Response):
-        return opened
-    if not done.reads or opened.status_code >= 400:
-        return stream_back(request, opened, "openai")
-    ctx = ReadContext(
+    return await transparently(
         request,
-        key,
-        mode.results,
-        page=policy.tool_result_limit or 0,
-        rounds=policy.read_rounds,
-        counter=openai_counter(),
-        dialect="openai",
+        raw,
+        data,
+        (mode, policy),
+        "input",
+        lambda: _relay_raw(request, raw),
+        _streamed,
+        _answered,
     )
-    if opened.headers.get("content-type", "").startswith("text/event-stream"):
-        return RelayResponse(
-            _streamed(ctx, body, opened),
-            upstream=opened,
-            metrics=gateway.metrics,
-            status_code=opened.status_code,
-            headers=relayed_headers(opened.headers),
-        )
-    return await _answered(ctx, body, opened)
 
 
 async def _relay_raw(request: Request, raw: bytes) -> Response:
