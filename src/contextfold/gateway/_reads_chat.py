@@ -24,7 +24,7 @@ from ._errors import error_response
 from ._openai_decide import transparently
 from ._proxy import gateway_of, relay, stream_back
 from ._reads import ReadContext, summed
-from ._relay import upstream_chunks
+from ._reads_whole import chat_chunks, round_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents
 from ._transparent_route import CHAT_ROUTE, mode_of
@@ -156,6 +156,11 @@ def _chunk(data: dict[str, Any]) -> bytes:
     return b"data: " + _dumps(data) + b"\n\n"
 
 
+_NOT_A_COMPLETION = _chunk(
+    {"error": {"message": "the upstream's answer to a read-back round is not a completion"}}
+)
+
+
 def _data(event: bytes) -> str:
     lines = event.rstrip(b"\n").split(b"\n")
     raw = b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
@@ -190,7 +195,7 @@ async def _rounds(
         usage_chunk: dict[str, Any] | None = None
         text: list[str] = []
         started_text = False
-        async for chunk in upstream_chunks(current):
+        async for chunk in round_chunks(ctx, current, sent, chat_chunks, _NOT_A_COMPLETION):
             for event in events.feed(chunk):
                 raw = _data(event)
                 if raw == "[DONE]" or not raw:

@@ -21,7 +21,8 @@ from starlette.responses import Response
 from ._errors import error_response
 from ._proxy import gateway_of, stream_back, stream_error
 from ._reads import ReadContext, summed
-from ._relay import RelayResponse, upstream_chunks
+from ._reads_whole import anthropic_events, round_chunks
+from ._relay import RelayResponse
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents, add_context_management, encode_event, error_event, event_name
 from ._upstream import relayed_headers
@@ -33,6 +34,11 @@ USAGE_FIELDS = (
     "output_tokens",
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
+)
+
+
+_NOT_A_MESSAGE = error_event(
+    "api_error", "the upstream's answer to a read-back round is not a message"
 )
 
 
@@ -233,7 +239,10 @@ async def _rounds(
         state = _Round()
         mapped: dict[int, int] = {}
         events = SSEEvents()
-        async for chunk in upstream_chunks(current, stream_error("anthropic")):
+        chunks = round_chunks(
+            ctx, current, sent, anthropic_events, _NOT_A_MESSAGE, stream_error("anthropic")
+        )
+        async for chunk in chunks:
             for event in events.feed(chunk):
                 name = event_name(event)
                 if name in (

@@ -31,7 +31,7 @@ from ._errors import error_response
 from ._openai_decide import transparently
 from ._proxy import open_upstream, stream_back
 from ._reads import ReadContext, summed
-from ._relay import upstream_chunks
+from ._reads_whole import responses_events, round_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents, event_name
 from ._transparent import TransparentPolicy
@@ -189,6 +189,18 @@ def _encode(name: str, payload: dict[str, Any]) -> bytes:
     return f"{head}data: {data}\n\n".encode()
 
 
+_NOT_A_RESPONSE = _encode(
+    "error",
+    {
+        "type": "error",
+        "code": "upstream_error",
+        "message": "the upstream's answer to a read-back round is not a response",
+        "param": None,
+        "sequence_number": 0,
+    },
+)
+
+
 async def _streamed(
     ctx: ReadContext, body: dict[str, Any], opened: httpx.Response
 ) -> AsyncIterator[bytes]:
@@ -231,7 +243,7 @@ async def _rounds(
         holding: set[int] = set()
         items: dict[int, Any] = {}
         final: tuple[str, dict[str, Any]] | None = None
-        async for chunk in upstream_chunks(current):
+        async for chunk in round_chunks(ctx, current, sent, responses_events, _NOT_A_RESPONSE):
             for event in events.feed(chunk):
                 payload = _payload(event)
                 if payload is None:
