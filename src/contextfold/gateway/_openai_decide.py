@@ -5,8 +5,9 @@ lock here, the store's lease across replicas), the cut results kept whole first.
 Compaction runs when the policy's summaries are extractive (the OpenAI routes have no
 model summarizer) and the client sends its whole history (a Responses request chained by
 ``previous_response_id`` holds only its new items: it is cut and offloaded, never
-compacted). A conversation another request holds past the wait is forwarded as its saved
-state says, with no compaction and no state change.
+compacted, in the conversation of the response it continues: :mod:`._response_chain`).
+A conversation another request holds past the wait is forwarded as its saved state
+says, with no compaction and no state change.
 """
 
 from __future__ import annotations
@@ -63,12 +64,15 @@ async def decide(
     policy: TransparentPolicy,
     data: dict[str, Any],
     field: str,
+    key: str | None = None,
 ) -> tuple[str, OpenAIForwarded]:
-    """The conversation's key and what to forward: ``data`` itself when nothing changed
-    (the caller then sends the client's bytes). ``Busy`` when failing closed on a held
-    conversation; any other exception: the caller fails open or closed."""
+    """The conversation's key (``key`` when the caller knows it) and what to forward:
+    ``data`` itself when nothing changed (the caller then sends the client's bytes).
+    ``Busy`` when failing closed on a held conversation; any other exception: the caller
+    fails open or closed."""
     gateway = gateway_of(request)
-    key = openai_key(request.headers, data)
+    if key is None:
+        key = openai_key(request.headers, data)
     if not _compacts(data, field, policy):  # cut and offload only: no state to keep
         forwarded = await compacting_forward(
             data, SessionState(), policy, field=field, summarizer=gateway.summarizer,
@@ -135,16 +139,23 @@ async def transparently(
     as_sent: Callable[[], Awaitable[Response]],
     streamed: Streamed,
     answered: Answered,
+    *,
+    key: str | None = None,
+    back: Callable[[httpx.Response], Response] | None = None,
+    record: Callable[[str], Awaitable[None]] | None = None,
 ) -> Response:
     """An OpenAI route's request in transparent mode: decided, sent, and its read-back
     rounds answered by the route's ``streamed`` or ``answered``; ``as_sent`` relays the
-    client's bytes when there is nothing to do or transparent mode fails open."""
+    client's bytes when there is nothing to do or transparent mode fails open. ``key``
+    is the conversation when the route tells it itself; ``back`` relays an answer with no
+    read-back round (default: as it arrives); ``record`` maps the id of the response the
+    client gets to the conversation (``/v1/responses``)."""
     mode, policy = route
     gateway = gateway_of(request)
     if not manages(data, field, policy):
         return await as_sent()  # nothing to do: the bytes as sent
     try:
-        key, done = await decide(request, mode, policy, data, field)
+        key, done = await decide(request, mode, policy, data, field, key)
     except Busy:
         return error_response("openai", 503, BUSY)
     except Exception as exc:
@@ -158,7 +169,7 @@ async def transparently(
     if isinstance(opened, Response):
         return opened
     if not done.reads or opened.status_code >= 400:
-        return stream_back(request, opened, "openai")
+        return back(opened) if back is not None else stream_back(request, opened, "openai")
     ctx = ReadContext(
         request,
         key,
@@ -167,6 +178,7 @@ async def transparently(
         rounds=policy.read_rounds,
         counter=openai_counter(),
         dialect="openai",
+        record=record,
     )
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
         return RelayResponse(

@@ -17,7 +17,7 @@ Usage is the sum over every upstream call the request made, field by field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,9 @@ class ReadContext:
     counter: TokenCounter
     dialect: Dialect
     drop_betas: frozenset[str] = frozenset()
+    record: Callable[[str], Awaitable[None]] | None = None
+    """Maps the id of the response the client gets to the conversation
+    (``/v1/responses``, for ``previous_response_id``; see :mod:`._response_chain`)."""
 
     async def answer(self, arguments: Any) -> tuple[str, bool]:
         """The read-back tool's result for ``arguments``, and whether it is an error."""

@@ -29,9 +29,11 @@ from starlette.responses import Response
 
 from ._errors import error_response
 from ._openai_decide import transparently
-from ._proxy import open_upstream, stream_back
+from ._proxy import gateway_of, open_upstream, stream_back
 from ._reads import ReadContext, summed
 from ._reads_whole import responses_events, round_chunks
+from ._relay import RelayResponse, upstream_chunks
+from ._response_chain import Record, recorded, responses_key
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents, event_name
 from ._transparent import TransparentPolicy
@@ -82,24 +84,47 @@ async def transparent_responses(
     mode: TransparentMode,
     policy: TransparentPolicy,
 ) -> Response:
-    """A Responses request that asks for no compaction, as transparent mode forwards it."""
+    """A Responses request that asks for no compaction, as transparent mode forwards it:
+    in the conversation of the response it continues, when it is chained, and with the
+    id of the response the client gets mapped to its conversation
+    (:mod:`._response_chain`), whatever path it takes."""
+    key = await responses_key(mode.chains, request.headers, data)
+    record = mode.chains.recorder(key, data, request.headers)
+
+    def back(opened: httpx.Response) -> Response:
+        return _back(request, opened, record)
+
+    async def as_sent() -> Response:
+        opened = await open_upstream(request, raw, "openai")
+        return opened if isinstance(opened, Response) else back(opened)
+
     return await transparently(
         request,
         raw,
         data,
         (mode, policy),
         "input",
-        lambda: _relay_raw(request, raw),
+        as_sent,
         _streamed,
         _answered,
+        key=key,
+        back=back,
+        record=record,
     )
 
 
-async def _relay_raw(request: Request, raw: bytes) -> Response:
-    opened = await open_upstream(request, raw, "openai")
-    if isinstance(opened, Response):
-        return opened
-    return stream_back(request, opened, "openai")
+def _back(request: Request, opened: httpx.Response, record: Record | None) -> Response:
+    """The upstream's answer as it arrives, its response ids recorded on the way."""
+    if record is None or opened.status_code >= 400:
+        return stream_back(request, opened, "openai")
+    streamed = opened.headers.get("content-type", "").startswith("text/event-stream")
+    return RelayResponse(
+        recorded(upstream_chunks(opened), streamed=streamed, record=record),
+        upstream=opened,
+        metrics=gateway_of(request).metrics,
+        status_code=opened.status_code,
+        headers=relayed_headers(opened.headers),
+    )
 
 
 async def _next_body(
@@ -170,6 +195,8 @@ async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Respon
     merged = _merged(
         answers[-1], [a["output"] for a in answers[:-1]], [a.get("usage") for a in answers]
     )
+    if ctx.record is not None and isinstance(merged.get("id"), str):
+        await ctx.record(merged["id"])
     return Response(_dumps(merged), status_code=200, headers=headers)
 
 
@@ -324,5 +351,7 @@ async def _rounds(
                     yield emit(held_name, held_payload, output_index=next_index)
             next_index += 1
         merged = _merged(response, earlier, usages)
+        if ctx.record is not None and isinstance(merged.get("id"), str):
+            await ctx.record(merged["id"])
         yield emit(name, {**payload, "response": merged})
         return

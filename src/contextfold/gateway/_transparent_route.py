@@ -15,6 +15,7 @@ from typing import Any, cast
 from starlette.requests import Request
 
 from ..workspace import SessionStore
+from ._response_chain import ResponseChains
 from ._retrieval import Items, ResultStore
 from ._sessions import SessionStates, session_key
 from ._transparent import TransparentPolicy
@@ -38,13 +39,16 @@ read-back tool; only ``/v1/messages`` also compacts."""
 
 @dataclass
 class TransparentMode:
-    """The policy of each route in transparent mode, every conversation's state, and
-    the tool results it offloaded (in the state store when it holds items, which every
-    built-in workspace does; else in memory)."""
+    """The policy of each route in transparent mode, every conversation's state, the
+    tool results it offloaded (in the state store when it holds items, which every
+    built-in workspace does; else in memory), and which conversation each response id
+    it gave back belongs to."""
 
     policies: Mapping[str, TransparentPolicy]
     states: SessionStates = field(default_factory=SessionStates)
     results: ResultStore = field(default_factory=ResultStore)
+    chains: ResponseChains = field(default_factory=ResponseChains)
+    """The response ids given back on ``/v1/responses``, to their conversations."""
 
     @classmethod
     def of(
@@ -67,7 +71,10 @@ class TransparentMode:
             raise ValueError(f"transparent mode is not available on {unknown}")
         items = cast(Items, store) if _holds_items(store) else None
         return cls(
-            policies, SessionStates(store, lease_ttl=lease_ttl, wait=wait), ResultStore(items)
+            policies,
+            SessionStates(store, lease_ttl=lease_ttl, wait=wait),
+            ResultStore(items),
+            ResponseChains(store),
         )
 
     def key(self, request: Request, body: Mapping[str, Any]) -> str:
