@@ -2,10 +2,12 @@
 ``/v1/responses``): what to forward, the conversation's state updated under its hold (a
 lock here, the store's lease across replicas), the cut results kept whole first.
 
-Compaction runs when the policy's summaries are extractive (the OpenAI routes have no
-model summarizer) and the client sends its whole history (a Responses request chained by
+Compaction runs when the client sends its whole history (a Responses request chained by
 ``previous_response_id`` holds only its new items: it is cut and offloaded, never
 compacted, in the conversation of the response it continues: :mod:`._response_chain`).
+The summary is the app's summarizer's (extractive by default), or with ``--summarizer
+model`` the request's own model's, called through the upstream in the route's own wire
+format (:mod:`._chat_model`, :mod:`._responses_model`) with the client's headers.
 A conversation another request holds past the wait is forwarded as its saved state
 says, with no compaction and no state change.
 """
@@ -20,6 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._logging import logger
+from ..context import ModelSummarizer, Summarizer
+from ._chat_model import ChatRequestModel, limit_field
 from ._errors import error_response, not_transformed
 from ._openai_transparent import (
     OpenAIForwarded,
@@ -32,6 +36,7 @@ from ._openai_transparent import (
 from ._proxy import gateway_of, open_upstream, stream_back
 from ._reads import ReadContext
 from ._relay import RelayResponse
+from ._responses_model import ResponsesRequestModel
 from ._session_lease import SessionBusy
 from ._sessions import SessionState
 from ._transparent import Forwarded, TransparentPolicy
@@ -45,9 +50,27 @@ class Busy(Exception):
     """The conversation stayed held past the wait and the gateway fails closed."""
 
 
-def _compacts(data: dict[str, Any], field: str, policy: TransparentPolicy) -> bool:
-    chained = field == "input" and data.get("previous_response_id") is not None
-    return policy.summarize_with == "extractive" and not chained
+def _compacts(data: dict[str, Any], field: str) -> bool:
+    """Whether the request holds its whole history (not a chained Responses request)."""
+    return field != "input" or data.get("previous_response_id") is None
+
+
+def _summarizer(
+    request: Request, policy: TransparentPolicy, data: dict[str, Any], field: str
+) -> Summarizer:
+    """The app's summarizer, or (``summarize_with="model"``) the request's own model
+    through the upstream, in the route's wire format, with the client's headers."""
+    gateway = gateway_of(request)
+    if policy.summarize_with != "model":
+        return gateway.summarizer
+    name = str(data.get("model"))
+    headers = request.headers.items()
+    if field == "messages":
+        chat = ChatRequestModel(gateway.upstream, name, headers=headers, counter=openai_counter())
+        chat.limit = limit_field(data)
+        return ModelSummarizer(chat, request="transcript")
+    model = ResponsesRequestModel(gateway.upstream, name, headers=headers, counter=openai_counter())
+    return ModelSummarizer(model, request="transcript")
 
 
 def manages(data: dict[str, Any], field: str, policy: TransparentPolicy) -> bool:
@@ -55,7 +78,7 @@ def manages(data: dict[str, Any], field: str, policy: TransparentPolicy) -> bool
     and it may be compacted or its results cut."""
     if not isinstance(data.get(field), list):
         return False
-    return _compacts(data, field, policy) or policy.tool_result_limit is not None
+    return _compacts(data, field) or policy.tool_result_limit is not None
 
 
 async def decide(
@@ -73,7 +96,7 @@ async def decide(
     gateway = gateway_of(request)
     if key is None:
         key = openai_key(request.headers, data)
-    if not _compacts(data, field, policy):  # cut and offload only: no state to keep
+    if not _compacts(data, field):  # cut and offload only: no state to keep
         forwarded = await compacting_forward(
             data, SessionState(), policy, field=field, summarizer=gateway.summarizer,
             counts=gateway.counts, compaction=False,
@@ -81,6 +104,7 @@ async def decide(
         async with mode.states.lock(key):
             gateway.metrics.offloads += await mode.results.keep(key, forwarded.offloads)
         return key, _sent(data, forwarded)
+    summarizer = _summarizer(request, policy, data, field)
     try:
         async with mode.states.hold(key) as held:
             forwarded = await compacting_forward(
@@ -88,7 +112,7 @@ async def decide(
                 held.state,
                 policy,
                 field=field,
-                summarizer=gateway.summarizer,
+                summarizer=summarizer,
                 counts=gateway.counts,
             )
             await held.save(forwarded.state)

@@ -436,9 +436,20 @@ async def _compacted(
     before = sum(tally.measure(m) for m in forwarded)  # read again if not compacted
     shown = _cut_for({}, policy, tally.counter, shape)  # the summarizer reads cut results
     budget = int(policy.keep * policy.window)
+    # A model's summary costs a call: none is made for an attempt the cost guard refuses
+    # whatever the summary says (the kept messages alone over it, the request within the
+    # window), and the first attempt keeps no more than the guard can pass.
+    passable: float | None = None
+    if policy.summarize_with == "model" and policy.cost_guard is not None:
+        passable = policy.cost_guard * before if tokens <= policy.window else None
+    if passable is not None:
+        budget = min(budget, int(passable))
+    done: SessionState | None = None
     for _ in range(2):
         cut = _new_cut(client, state, budget, tally, shape)
         if cut is None:
+            return None
+        if passable is not None and sum(tally.measure(m) for m in client[cut:]) > passable:
             return None
         try:
             summary = await _summarize(
