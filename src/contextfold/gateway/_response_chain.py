@@ -174,7 +174,9 @@ async def recorded(
     async for chunk in chunks:
         final = False
         for event in events.feed(chunk):
-            name = event_name(event) or ""
+            name = event_name(event)
+            if name and name not in _RESPONSE_EVENTS:
+                continue  # deltas and items: only lifecycle events carry the response
             data = _event_data(event)
             if not name:  # a stream without event lines: the type is in the data
                 name = next((n for n in _RESPONSE_EVENTS if n.encode() in data[:64]), "")
