@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Literal
 
 from .._logging import logger
 from ..message import HintBlock, Msg, ToolSpec
@@ -282,8 +283,7 @@ class ContextEngine:
             if usage.total + growth > self._accounts.trigger(self.config):
                 prefix = self._input(system_prompt, tools, usage)
                 key = ("idle", self._start, id(self._layer), self.compressions)
-                job = functools.partial(self._prepare_early, prefix, "idle")
-                await self.background.start(key, job, cause="idle")
+                await self._start_early(key, prefix, "idle")
             return self.background.busy
 
     async def apply_prepared(
@@ -444,9 +444,8 @@ class ContextEngine:
         if (over and not prefetch.busy) or (
             not over and prefetch.due(usage.total, self.config, self.context_size)
         ):
-            prefix = self._input(system_prompt, tools, usage)
             key = (self._start, id(self._layer), self.compressions)
-            await prefetch.start(key, lambda: self._prepare_early(prefix))
+            await self._start_early(key, self._input(system_prompt, tools, usage), "auto")
         return usage if not over or prefetch.defers(usage.total, deadline) else None
 
     def _usage_after(self, prepared: Prepared, usage: ContextUsage) -> int:
@@ -461,11 +460,16 @@ class ContextEngine:
             + sum(count(m) for m in outcome.context)
         )
 
-    async def _prepare_early(
-        self, prefix: ModelInput, trigger: CompressionTrigger = "auto"
-    ) -> Prepared | None:
-        """The background job: the state now compacted, not committed; a failed summary
-        fails it (whether to drop messages instead is decided at the trigger)."""
+    async def _start_early(
+        self, key: tuple[object, ...], prefix: ModelInput, trigger: CompressionTrigger
+    ) -> None:
+        """Plan a compaction of the state now and run its tiers in the background, unless
+        one is in flight (or ran for ``key``) or the plan folds nothing. Planned here,
+        under the lock: it reads the snapshot and the request last sent, which the
+        provider's cache holds; the request of this step is sent beside the summary call,
+        not before it, so the cache does not hold it yet."""
+        if not await self.background.vacant(key):
+            return
         config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
         request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
         # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
@@ -473,20 +477,43 @@ class ContextEngine:
         arriving = 0
         if trigger == "auto":
             arriving = max(0, self._accounts.trigger(self.config) - prefix.usage.total)
-        done = await self._execute(request, prefix.usage, prefix, arriving=arriving)
-        return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
+        plan = self._plan(request, prefix.usage, prefix, arriving=arriving)
+        # A split past nothing but the kept request folds nothing: a summary of nothing
+        # would be swapped in, counted, and followed by a compaction at the trigger.
+        if plan is None or (plan.split > 0 and plan.masking is None and not plan.folded):
+            return
+        cause: Literal["usage", "idle"] = "idle" if trigger == "idle" else "usage"
+        await self.background.start(key, functools.partial(self._prepare_early, plan), cause=cause)
+
+    async def _prepare_early(self, plan: CompactionPlan) -> Prepared | None:
+        """The background job: ``plan`` executed, not committed; a failed summary fails
+        it (whether to drop messages instead is decided at the trigger)."""
+        outcome = await self._run_tiers(plan)
+        if outcome is None:
+            return None
+        return Prepared(plan, outcome, tuple(self._context[: outcome.consumed]))
 
     async def _execute(
+        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
+    ) -> tuple[CompactionPlan, Outcome] | None:
+        """A plan of the state now, executed by the first tier that applies."""
+        plan = self._plan(request, usage, prefix)
+        if plan is None:
+            return None
+        outcome = await self._run_tiers(plan)
+        return None if outcome is None else (plan, outcome)
+
+    def _plan(
         self,
         request: CompressionRequest,
         usage: ContextUsage,
         prefix: ModelInput | None,
         *,
         arriving: int = 0,
-    ) -> tuple[CompactionPlan, Outcome] | None:
-        """A plan of the state now, executed by the first tier that applies (``arriving``:
-        tokens that will be kept beside it, see :func:`plan_compaction`)."""
-        plan = plan_compaction(
+    ) -> CompactionPlan | None:
+        """The plan of the state now (``arriving``: tokens that will be kept beside it,
+        see :func:`plan_compaction`)."""
+        return plan_compaction(
             request,
             usage=usage,
             context=self._context,
@@ -498,8 +525,9 @@ class ContextEngine:
             started=time.monotonic(),
             arriving=arriving,
         )
-        if plan is None:
-            return None
+
+    async def _run_tiers(self, plan: CompactionPlan) -> Outcome | None:
+        """``plan`` executed by the first tier that applies."""
         execution = Execution(
             counter=self.counter,
             context_size=self.context_size,
@@ -512,7 +540,7 @@ class ContextEngine:
         for tier in self.tiers:
             outcome = await tier.run(plan, execution)
             if outcome is not None:
-                return plan, outcome
+                return outcome
         return None
 
     async def _commit(

@@ -156,6 +156,16 @@ class Prefetch:
             return None
         return task.result()
 
+    async def vacant(self, key: Hashable) -> bool:
+        """Whether a job may start for ``key`` (the state it would start from): none is in
+        flight or waiting to be taken, and none already ran for ``key`` and failed. One
+        whose event loop ended is dropped first."""
+        if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
+            self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
+            self._tried = None  # it never finished: the same state may be prepared again
+            await self._dropped("its event loop ended")
+        return self._task is None and key != self._tried
+
     async def start(
         self,
         key: Hashable,
@@ -163,13 +173,8 @@ class Prefetch:
         *,
         cause: Literal["usage", "idle"] = "usage",
     ) -> None:
-        """Run ``job`` in the background, unless one is in flight, or a job already ran
-        for ``key`` (the state it would start from) and found nothing or failed."""
-        if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
-            self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
-            self._tried = None  # it never finished: the same state may be prepared again
-            await self._dropped("its event loop ended")
-        if self._task is not None or key == self._tried:
+        """Run ``job`` in the background, unless :meth:`vacant` says no."""
+        if not await self.vacant(key):
             return
         self._tried = key
         self._cause = cause
