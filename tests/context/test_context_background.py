@@ -320,7 +320,8 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
 
 async def test_past_the_trigger_the_agent_goes_on_until_the_wait_mark() -> None:
     # The trigger's headroom is for a compaction call; one is in flight already, so the
-    # agent waits only once usage plus a step would pass wait_ratio (0.9) of the window.
+    # agent waits only once usage plus the model's reply would pass wait_ratio (0.9) of
+    # the window.
     held, events = HeldSummarizer(), []
     engine = engine_with(held, events)
     i = await until_over_start(engine)
@@ -333,7 +334,7 @@ async def test_past_the_trigger_the_agent_goes_on_until_the_wait_mark() -> None:
         if engine.usage(SYSTEM).total <= 0.8 * SIZE:
             await engine.prepare(SYSTEM)
     went_on = 0
-    while engine.usage(SYSTEM).total + engine.background.step <= 0.9 * SIZE:
+    while engine.usage(SYSTEM).total + engine.background.typical_reply <= 0.9 * SIZE:
         model_input = await asyncio.wait_for(engine.prepare(SYSTEM), timeout=5)
         assert model_input.summary is None  # the full context, over the trigger
         assert model_input.usage.total > 0.8 * SIZE
@@ -572,3 +573,31 @@ async def test_a_background_summary_extends_the_request_already_sent() -> None:
     assert request.prefix is not None
     assert list(request.prefix.context) == list(sent[-2].context)
     assert len(request.prefix.context) < len(sent[-1].context)
+
+
+async def test_past_the_trigger_only_the_models_reply_must_fit_below_the_wait_mark() -> None:
+    # The request goes out at its usage and the model's reply is added to the window
+    # beside it; the step's tool results arrive after the reply and are checked before
+    # the next request. So the agent goes on while usage plus a typical reply stays
+    # within the wait mark, though usage plus a whole step (reply and results) would not.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0)
+    assert phases(events) == ["started"]
+    mark = 0.9 * SIZE
+    while engine.usage(SYSTEM).total + engine.background.typical_step <= mark:
+        await step(engine, i, tokens=150)
+        i += 1
+        if engine.usage(SYSTEM).total <= 0.8 * SIZE:
+            await engine.prepare(SYSTEM)
+    usage = engine.usage(SYSTEM).total
+    assert usage > 0.8 * SIZE
+    assert usage + engine.background.typical_step > mark
+    reply = engine.counter.count_message(engine.context[-2])
+    assert usage + reply <= mark
+    model_input = await asyncio.wait_for(engine.prepare(SYSTEM), timeout=5)
+    assert model_input.summary is None  # went on from the full context
+    assert held.calls == 1
+    assert compressions(events) == []

@@ -175,7 +175,10 @@ class ContextEngine:
         """Add a message to the context (not truncated; see :meth:`add_tool_results`)."""
         self._images.note(self._start + len(self._context), msg)
         self._context.append(msg)
-        self._context_tokens += self.counter.count_message(msg)
+        tokens = self.counter.count_message(msg)
+        self._context_tokens += tokens
+        if msg.role == "assistant":
+            self.background.observe_reply(tokens)
 
     async def add_tool_results(self, msg: Msg) -> Msg:
         """Add a message of tool results, truncating oversized ones; return what was stored.
