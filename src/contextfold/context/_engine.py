@@ -10,19 +10,18 @@ masking, the newest-turn cut, the summary with escalation) and the usage note
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
 
 from .._logging import logger
 from ..message import HintBlock, Msg, ToolSpec
 from ..token import TokenCounter
 from ..workspace import Offloader
 from ._accounting import Accounts
+from ._ahead import Ahead
 from ._clock import Clock
 from ._compaction import CompactionTier, Execution, Outcome, default_tiers
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
@@ -32,7 +31,7 @@ from ._images import ImageLimit
 from ._layer import SummaryLayer
 from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
-from ._prefetch import Prefetch, Prepared
+from ._prefetch import Prefetch
 from ._state import EngineState
 from ._summarizer import Summarizer
 from ._trim import ToolResultTruncator, truncate_results
@@ -120,6 +119,7 @@ class ContextEngine:
         self.background = Prefetch(self._emit, clock)
         """The compaction prepared in the background (``ContextConfig.background``), timed
         by ``clock`` (the system's; a replay passes a simulated one)."""
+        self._ahead = Ahead(self)
 
     @property
     def summary(self) -> Msg | None:
@@ -232,7 +232,7 @@ class ContextEngine:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
             if self.config.background is not None:
-                going = await self._ahead(system_prompt, tools, usage)
+                going = await self._ahead.before_step(system_prompt, tools, usage)
                 if going is not None:
                     return await self._build(system_prompt, tools, task_in_progress, going)
             elif usage.total <= self._accounts.trigger(self.config):
@@ -241,7 +241,8 @@ class ContextEngine:
             request = CompressionRequest(trigger="auto", config=self.config)
             await self._run_compression(system_prompt, tools, request, prefix=prefix)
             if self.config.background is not None:  # the next one may be due at once
-                await self._ahead(system_prompt, tools, self.usage(system_prompt, tools))
+                now = self.usage(system_prompt, tools)
+                await self._ahead.before_step(system_prompt, tools, now)
             return await self._build(system_prompt, tools, task_in_progress)
 
     async def compress(
@@ -282,12 +283,7 @@ class ContextEngine:
         context by ``growth`` tokens, would cross the trigger; whether one is in flight.
         Commit it with :meth:`apply_prepared`, or let the trigger take it."""
         async with self._lock:
-            usage = self.usage(system_prompt, tools)
-            if usage.total + growth > self._accounts.trigger(self.config):
-                prefix = self._input(system_prompt, tools, usage)
-                key = ("idle", self._start, id(self._layer), self.compressions)
-                await self._start_early(key, prefix, "idle")
-            return self.background.busy
+            return await self._ahead.between_turns(system_prompt, tools, growth)
 
     async def apply_prepared(
         self, system_prompt: str, tools: Sequence[ToolSpec] = ()
@@ -295,13 +291,7 @@ class ContextEngine:
         """Swap in the compaction prepared in the background now, if it is ready (see
         ``background.ready()``) and still applies; ``None`` otherwise."""
         async with self._lock:
-            if not self.background.finished:
-                return None
-            taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
-            if taken is None:
-                return None
-            plan, outcome = taken[0].plan, taken[0].outcome
-            return await self._commit(plan, outcome, system_prompt, tools, prepared=True)
+            return await self._ahead.apply(system_prompt, tools)
 
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
@@ -412,99 +402,11 @@ class ContextEngine:
                 if self.usage(system_prompt, tools).total <= self._accounts.trigger(self.config):
                     return event
                 prefix = None  # still over: compact again, from the state as it is now
-        executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
-        return None if executed is None else await self._commit(*executed, system_prompt, tools)
-
-    async def _ahead(
-        self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
-    ) -> ContextUsage | None:
-        """With ``ContextConfig.background``, before the step: swap in a prepared compaction
-        early when the next one is due right after it (fast growth: the summaries chain)
-        and it frees at least ``reserve_ratio`` of the window and a typical step (else it
-        would break the cache for little), start one when due, or past the trigger when
-        none is in flight (a step jumped past it). The usage the step goes on from, or
-        ``None`` when it must compact now."""
-        prefetch, trigger = self.background, self._accounts.trigger(self.config)
-        deadline = prefetch.deadline(self.config, self.context_size)
-        prefetch.observe(usage.total)
-        prepared = prefetch.peek()
-        after = None
-        if prepared is not None and prepared.applies_to(self._layer, self._context):
-            after = self._usage_after(prepared, usage)
-        worth = max(int(self.config.reserve_ratio * self.context_size), prefetch.typical_step)
-        if (
-            usage.total <= trigger
-            and after is not None
-            and usage.total - after >= worth
-            and prefetch.due(after, self.config, self.context_size)
-        ):
-            taken = await prefetch.take(lambda p: p.applies_to(self._layer, self._context))
-            if taken is not None:
-                plan, outcome = taken[0].plan, taken[0].outcome
-                await self._commit(plan, outcome, system_prompt, tools, prepared=True)
-                usage = self.usage(system_prompt, tools)
-        over = usage.total > trigger
-        if (over and not prefetch.busy) or (
-            not over and prefetch.due(usage.total, self.config, self.context_size)
-        ):
-            key = (self._start, id(self._layer), self.compressions)
-            await self._start_early(key, self._input(system_prompt, tools, usage), "auto")
-        return usage if not over or prefetch.defers(usage.total, deadline) else None
-
-    def _usage_after(self, prepared: Prepared, usage: ContextUsage) -> int:
-        """The usage once ``prepared`` is swapped in (it applies to the state now)."""
-        outcome, count = prepared.outcome, self.counter.count_message
-        layer = outcome.layer.msg if outcome.layer is not None else self.summary
-        return (
-            usage.total
-            - usage.summary
-            + self._accounts.summary_tokens(layer)
-            - sum(count(m) for m in self._context[: outcome.consumed])
-            + sum(count(m) for m in outcome.context)
-        )
-
-    async def _start_early(
-        self, key: tuple[object, ...], prefix: ModelInput, trigger: CompressionTrigger
-    ) -> None:
-        """Plan a compaction of the state now and run its tiers in the background, unless
-        one is in flight (or ran for ``key``) or the plan folds nothing. Planned here,
-        under the lock: it reads the snapshot and the request last sent, which the
-        provider's cache holds; the request of this step is sent beside the summary call,
-        not before it, so the cache does not hold it yet."""
-        if not await self.background.vacant(key):
-            return
-        config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
-        request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
-        # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
-        # own kept part; an idle one may be swapped in with nothing arrived.
-        arriving = 0
-        if trigger == "auto":
-            arriving = max(0, self._accounts.trigger(self.config) - prefix.usage.total)
-        plan = self._plan(request, prefix.usage, prefix, arriving=arriving)
-        # A split past nothing but the kept request folds nothing: a summary of nothing
-        # would be swapped in, counted, and followed by a compaction at the trigger.
-        if plan is None or (plan.split > 0 and plan.masking is None and not plan.folded):
-            return
-        cause: Literal["usage", "idle"] = "idle" if trigger == "idle" else "usage"
-        await self.background.start(key, functools.partial(self._prepare_early, plan), cause=cause)
-
-    async def _prepare_early(self, plan: CompactionPlan) -> Prepared | None:
-        """The background job: ``plan`` executed, not committed; a failed summary fails
-        it (whether to drop messages instead is decided at the trigger)."""
-        outcome = await self._run_tiers(plan)
-        if outcome is None:
+        plan = self._plan(request, self.usage(system_prompt, tools), prefix)
+        outcome = None if plan is None else await self._run_tiers(plan)
+        if plan is None or outcome is None:
             return None
-        return Prepared(plan, outcome, tuple(self._context[: outcome.consumed]))
-
-    async def _execute(
-        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
-    ) -> tuple[CompactionPlan, Outcome] | None:
-        """A plan of the state now, executed by the first tier that applies."""
-        plan = self._plan(request, usage, prefix)
-        if plan is None:
-            return None
-        outcome = await self._run_tiers(plan)
-        return None if outcome is None else (plan, outcome)
+        return await self._commit(plan, outcome, system_prompt, tools)
 
     def _plan(
         self,
