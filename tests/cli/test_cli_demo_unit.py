@@ -585,7 +585,13 @@ async def test_scripted_run_in_the_background_shows_when_each_summary_was_prepar
             "context_to_preserve": "f0.txt",
         }
 
-    model = ScriptedModel(_agent_script, context_size=2048)
+    async def agent_step(request: ScriptedRequest) -> Any:
+        # A step takes time, as a model's does: the summary is ready a few steps on. (With
+        # instant steps the agent only stops for it at the wait mark, past this run's end.)
+        await asyncio.sleep(0.1)
+        return _agent_script(request)
+
+    model = ScriptedModel(agent_step, context_size=2048)
     out = io.StringIO()
     settings = DemoSettings(
         folder=_folder(tmp_path, n=5),

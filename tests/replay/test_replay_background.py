@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,28 @@ async def test_the_clock_moves_only_when_told() -> None:
     assert clock.now() == 12.0
     with pytest.raises(ValueError, match="forward"):
         await clock.advance(-1.0)
+
+
+async def test_work_in_a_thread_after_a_wake_finishes_at_its_own_time() -> None:
+    # A summary job that wakes at the end of its latency then offloads what it folded:
+    # the in-memory workspace writes in a thread, which takes real time. The clock must
+    # not move on (nor the agent see the job unfinished) before that work is done, or a
+    # replay's figures would depend on how loaded the machine is.
+    clock = SimulatedClock()
+    clock.main = asyncio.current_task()
+    finished: list[float] = []
+
+    async def job() -> None:
+        await clock.sleep(1.0)
+        await asyncio.to_thread(time.sleep, 0.2)
+        finished.append(clock.now())
+
+    task = asyncio.create_task(job())
+    await clock.settle()
+    await clock.advance(1.5)
+    assert task.done()
+    await clock.advance(10.0)
+    assert finished == [1.0]
 
 
 async def test_blocking_compaction_waits_the_whole_summary_latency() -> None:

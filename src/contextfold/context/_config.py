@@ -182,10 +182,11 @@ class BackgroundConfig(BaseModel):
 
     wait_ratio: float = Field(default=0.9, gt=0, le=0.95)
     """Past the trigger, while a summary is being prepared, the agent goes on from the full
-    context as long as usage plus its typical (median) recent growth per step stays
-    within this share of the window; only then does it wait for the summary. The room above the
-    trigger is kept for a compaction call; with one already in flight it is not needed.
-    At or below ``trigger_ratio``: wait at the trigger."""
+    context as long as usage plus the model's typical (median) recent reply stays within
+    this share of the window; only then does it wait for the summary (a step's tool
+    results come after the reply and are checked before the next request). The room
+    above the trigger is kept for a compaction call; with one already in flight it is
+    not needed. At or below ``trigger_ratio``: wait at the trigger."""
 
     idle: bool = True
     """Between turns, when the next turn would likely cross the trigger (the context plus

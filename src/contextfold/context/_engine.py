@@ -10,7 +10,6 @@ masking, the newest-turn cut, the summary with escalation) and the usage note
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import time
@@ -22,6 +21,7 @@ from ..message import HintBlock, Msg, ToolSpec
 from ..token import TokenCounter
 from ..workspace import Offloader
 from ._accounting import Accounts
+from ._ahead import Ahead
 from ._clock import Clock
 from ._compaction import CompactionTier, Execution, Outcome, default_tiers
 from ._config import MIN_TOOL_RESULT_LIMIT, ContextConfig
@@ -31,7 +31,7 @@ from ._images import ImageLimit
 from ._layer import SummaryLayer
 from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
-from ._prefetch import Prefetch, Prepared
+from ._prefetch import Prefetch
 from ._state import EngineState
 from ._summarizer import Summarizer
 from ._trim import ToolResultTruncator, truncate_results
@@ -119,6 +119,7 @@ class ContextEngine:
         self.background = Prefetch(self._emit, clock)
         """The compaction prepared in the background (``ContextConfig.background``), timed
         by ``clock`` (the system's; a replay passes a simulated one)."""
+        self._ahead = Ahead(self)
 
     @property
     def summary(self) -> Msg | None:
@@ -174,7 +175,10 @@ class ContextEngine:
         """Add a message to the context (not truncated; see :meth:`add_tool_results`)."""
         self._images.note(self._start + len(self._context), msg)
         self._context.append(msg)
-        self._context_tokens += self.counter.count_message(msg)
+        tokens = self.counter.count_message(msg)
+        self._context_tokens += tokens
+        if msg.role == "assistant":
+            self.background.observe_reply(tokens)
 
     async def add_tool_results(self, msg: Msg) -> Msg:
         """Add a message of tool results, truncating oversized ones; return what was stored.
@@ -228,7 +232,7 @@ class ContextEngine:
             await self._limit_images()
             usage = self.usage(system_prompt, tools)
             if self.config.background is not None:
-                going = await self._ahead(system_prompt, tools, usage)
+                going = await self._ahead.before_step(system_prompt, tools, usage)
                 if going is not None:
                     return await self._build(system_prompt, tools, task_in_progress, going)
             elif usage.total <= self._accounts.trigger(self.config):
@@ -237,7 +241,8 @@ class ContextEngine:
             request = CompressionRequest(trigger="auto", config=self.config)
             await self._run_compression(system_prompt, tools, request, prefix=prefix)
             if self.config.background is not None:  # the next one may be due at once
-                await self._ahead(system_prompt, tools, self.usage(system_prompt, tools))
+                now = self.usage(system_prompt, tools)
+                await self._ahead.before_step(system_prompt, tools, now)
             return await self._build(system_prompt, tools, task_in_progress)
 
     async def compress(
@@ -278,13 +283,7 @@ class ContextEngine:
         context by ``growth`` tokens, would cross the trigger; whether one is in flight.
         Commit it with :meth:`apply_prepared`, or let the trigger take it."""
         async with self._lock:
-            usage = self.usage(system_prompt, tools)
-            if usage.total + growth > self._accounts.trigger(self.config):
-                prefix = self._input(system_prompt, tools, usage)
-                key = ("idle", self._start, id(self._layer), self.compressions)
-                job = functools.partial(self._prepare_early, prefix, "idle")
-                await self.background.start(key, job, cause="idle")
-            return self.background.busy
+            return await self._ahead.between_turns(system_prompt, tools, growth)
 
     async def apply_prepared(
         self, system_prompt: str, tools: Sequence[ToolSpec] = ()
@@ -292,13 +291,7 @@ class ContextEngine:
         """Swap in the compaction prepared in the background now, if it is ready (see
         ``background.ready()``) and still applies; ``None`` otherwise."""
         async with self._lock:
-            if not self.background.finished:
-                return None
-            taken = await self.background.take(lambda p: p.applies_to(self._layer, self._context))
-            if taken is None:
-                return None
-            plan, outcome = taken[0].plan, taken[0].outcome
-            return await self._commit(plan, outcome, system_prompt, tools, prepared=True)
+            return await self._ahead.apply(system_prompt, tools)
 
     def usage(self, system_prompt: str, tools: Sequence[ToolSpec] = ()) -> ContextUsage:
         """Token usage of the stored state with this system prompt and tools."""
@@ -409,84 +402,23 @@ class ContextEngine:
                 if self.usage(system_prompt, tools).total <= self._accounts.trigger(self.config):
                     return event
                 prefix = None  # still over: compact again, from the state as it is now
-        executed = await self._execute(request, self.usage(system_prompt, tools), prefix)
-        return None if executed is None else await self._commit(*executed, system_prompt, tools)
+        plan = self._plan(request, self.usage(system_prompt, tools), prefix)
+        outcome = None if plan is None else await self._run_tiers(plan)
+        if plan is None or outcome is None:
+            return None
+        return await self._commit(plan, outcome, system_prompt, tools)
 
-    async def _ahead(
-        self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
-    ) -> ContextUsage | None:
-        """With ``ContextConfig.background``, before the step: swap in a prepared compaction
-        early when the next one is due right after it (fast growth: the summaries chain)
-        and it frees at least ``reserve_ratio`` of the window and a typical step (else it
-        would break the cache for little), start one when due, or past the trigger when
-        none is in flight (a step jumped past it). The usage the step goes on from, or
-        ``None`` when it must compact now."""
-        prefetch, trigger = self.background, self._accounts.trigger(self.config)
-        deadline = prefetch.deadline(self.config, self.context_size)
-        prefetch.observe(usage.total)
-        prepared = prefetch.peek()
-        after = None
-        if prepared is not None and prepared.applies_to(self._layer, self._context):
-            after = self._usage_after(prepared, usage)
-        worth = max(int(self.config.reserve_ratio * self.context_size), prefetch.typical_step)
-        if (
-            usage.total <= trigger
-            and after is not None
-            and usage.total - after >= worth
-            and prefetch.due(after, self.config, self.context_size)
-        ):
-            taken = await prefetch.take(lambda p: p.applies_to(self._layer, self._context))
-            if taken is not None:
-                plan, outcome = taken[0].plan, taken[0].outcome
-                await self._commit(plan, outcome, system_prompt, tools, prepared=True)
-                usage = self.usage(system_prompt, tools)
-        over = usage.total > trigger
-        if (over and not prefetch.busy) or (
-            not over and prefetch.due(usage.total, self.config, self.context_size)
-        ):
-            prefix = self._input(system_prompt, tools, usage)
-            key = (self._start, id(self._layer), self.compressions)
-            await prefetch.start(key, lambda: self._prepare_early(prefix))
-        return usage if not over or prefetch.defers(usage.total, deadline) else None
-
-    def _usage_after(self, prepared: Prepared, usage: ContextUsage) -> int:
-        """The usage once ``prepared`` is swapped in (it applies to the state now)."""
-        outcome, count = prepared.outcome, self.counter.count_message
-        layer = outcome.layer.msg if outcome.layer is not None else self.summary
-        return (
-            usage.total
-            - usage.summary
-            + self._accounts.summary_tokens(layer)
-            - sum(count(m) for m in self._context[: outcome.consumed])
-            + sum(count(m) for m in outcome.context)
-        )
-
-    async def _prepare_early(
-        self, prefix: ModelInput, trigger: CompressionTrigger = "auto"
-    ) -> Prepared | None:
-        """The background job: the state now compacted, not committed; a failed summary
-        fails it (whether to drop messages instead is decided at the trigger)."""
-        config = self.config.model_copy(update={"compression_fallback_to_truncation": False})
-        request = CompressionRequest(trigger, config, threshold_ratio=self.config.reserve_ratio)
-        # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
-        # own kept part; an idle one may be swapped in with nothing arrived.
-        arriving = 0
-        if trigger == "auto":
-            arriving = max(0, self._accounts.trigger(self.config) - prefix.usage.total)
-        done = await self._execute(request, prefix.usage, prefix, arriving=arriving)
-        return None if done is None else Prepared(*done, tuple(self._context[: done[1].consumed]))
-
-    async def _execute(
+    def _plan(
         self,
         request: CompressionRequest,
         usage: ContextUsage,
         prefix: ModelInput | None,
         *,
         arriving: int = 0,
-    ) -> tuple[CompactionPlan, Outcome] | None:
-        """A plan of the state now, executed by the first tier that applies (``arriving``:
-        tokens that will be kept beside it, see :func:`plan_compaction`)."""
-        plan = plan_compaction(
+    ) -> CompactionPlan | None:
+        """The plan of the state now (``arriving``: tokens that will be kept beside it,
+        see :func:`plan_compaction`)."""
+        return plan_compaction(
             request,
             usage=usage,
             context=self._context,
@@ -498,8 +430,9 @@ class ContextEngine:
             started=time.monotonic(),
             arriving=arriving,
         )
-        if plan is None:
-            return None
+
+    async def _run_tiers(self, plan: CompactionPlan) -> Outcome | None:
+        """``plan`` executed by the first tier that applies."""
         execution = Execution(
             counter=self.counter,
             context_size=self.context_size,
@@ -512,7 +445,7 @@ class ContextEngine:
         for tier in self.tiers:
             outcome = await tier.run(plan, execution)
             if outcome is not None:
-                return plan, outcome
+                return outcome
         return None
 
     async def _commit(

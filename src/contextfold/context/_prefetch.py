@@ -69,6 +69,7 @@ class Prefetch:
         self._seen: tuple[float, int] | None = None  # (when, tokens) at the last check
         # The last few steps that grew usage: (seconds they took, tokens they added).
         self._steps: deque[tuple[float, int]] = deque(maxlen=_STEPS_SEEN)
+        self._replies: deque[int] = deque(maxlen=_STEPS_SEEN)
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
@@ -100,6 +101,16 @@ class Prefetch:
         make it); ``None`` until one step took time and grew it."""
         seconds = sum(t for t, _ in self._steps)
         return sum(g for _, g in self._steps) / seconds if seconds > 0 else None
+
+    def observe_reply(self, tokens: int) -> None:
+        """Note the size of one of the model's replies (an assistant message, with its
+        tool calls)."""
+        self._replies.append(tokens)
+
+    @property
+    def typical_reply(self) -> int:
+        """The median size of the model's last few replies."""
+        return int(statistics.median(self._replies)) if self._replies else 0
 
     @property
     def typical_step(self) -> int:
@@ -142,10 +153,12 @@ class Prefetch:
 
     def defers(self, tokens: int, limit: int) -> bool:
         """Whether the agent, past the trigger, goes on without waiting: one is in flight
-        and not ready, and usage plus a step's growth (:attr:`step`) stays within
-        ``limit``."""
+        and not ready, and usage plus the model's typical reply (:attr:`typical_reply`)
+        stays within ``limit``. Only the reply is added to the window beside the request;
+        the step's tool results come after it and are checked before the next request (a
+        whole step's growth made the agent wait a step early)."""
         task = self._task
-        return task is not None and not task.done() and tokens + self.typical_step <= limit
+        return task is not None and not task.done() and tokens + self.typical_reply <= limit
 
     def peek(self) -> Prepared | None:
         """The prepared compaction, when one is ready (not taken; it may be stale)."""
@@ -156,6 +169,16 @@ class Prefetch:
             return None
         return task.result()
 
+    async def vacant(self, key: Hashable) -> bool:
+        """Whether a job may start for ``key`` (the state it would start from): none is in
+        flight or waiting to be taken, and none already ran for ``key`` and failed. One
+        whose event loop ended is dropped first."""
+        if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
+            self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
+            self._tried = None  # it never finished: the same state may be prepared again
+            await self._dropped("its event loop ended")
+        return self._task is None and key != self._tried
+
     async def start(
         self,
         key: Hashable,
@@ -163,13 +186,8 @@ class Prefetch:
         *,
         cause: Literal["usage", "idle"] = "usage",
     ) -> None:
-        """Run ``job`` in the background, unless one is in flight, or a job already ran
-        for ``key`` (the state it would start from) and found nothing or failed."""
-        if self._task is not None and self._task.get_loop() is not asyncio.get_running_loop():
-            self._task = None  # its event loop ended (``asyncio.run`` per call): it is gone
-            self._tried = None  # it never finished: the same state may be prepared again
-            await self._dropped("its event loop ended")
-        if self._task is not None or key == self._tried:
+        """Run ``job`` in the background, unless :meth:`vacant` says no."""
+        if not await self.vacant(key):
             return
         self._tried = key
         self._cause = cause

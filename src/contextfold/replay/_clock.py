@@ -26,7 +26,12 @@ T = TypeVar("T")
 
 _SETTLE_YIELDS = 20
 """Loop turns given to background work after each step: enough for a summary job to
-reach its simulated latency (it awaits nothing else with the in-memory workspace)."""
+reach its simulated latency (it awaits nothing in a thread before it)."""
+_SETTLE_LIMIT_S = 30.0
+"""Real seconds :meth:`SimulatedClock.settle` waits at most for work a woken task does in
+a thread (the workspace's writes); past it the replay goes on, and its timing may then
+depend on the machine's load."""
+_SETTLE_POLL_S = 0.001
 
 
 class ReplayTiming(BaseModel):
@@ -54,6 +59,7 @@ class SimulatedClock:
         self._order = itertools.count()
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._new_sleeper: asyncio.Future[None] | None = None
+        self._awake: set[asyncio.Task[Any]] = set()  # woken by the clock, not asleep again
         self.main: asyncio.Task[object] | None = None
 
     def now(self) -> float:
@@ -78,11 +84,18 @@ class SimulatedClock:
         if asyncio.current_task() is self.main:
             await self.advance(seconds)
             return
+        task = asyncio.current_task()
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
         if self._new_sleeper is not None and not self._new_sleeper.done():
             self._new_sleeper.set_result(None)
-        await future
+        if task is not None:
+            self._awake.discard(task)
+        try:
+            await future
+        finally:
+            if task is not None:
+                self._awake.add(task)
 
     async def wait(self, task: asyncio.Task[T]) -> T:
         """The agent waits for ``task``: while it sleeps, the time moves to its end;
@@ -97,9 +110,19 @@ class SimulatedClock:
         return task.result()
 
     async def settle(self) -> None:
-        """Let background work run up to its next wait before the agent goes on."""
+        """Let background work run up to its next wait before the agent goes on: a few
+        loop turns, then, for each task this clock woke, until it ends or sleeps on the
+        clock again (what it does in a thread meanwhile takes real time, and must not
+        move into a later simulated step)."""
         for _ in range(_SETTLE_YIELDS):
             await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        limit = loop.time() + _SETTLE_LIMIT_S
+        while True:
+            self._awake = {t for t in self._awake if not t.done()}
+            if not self._awake or loop.time() > limit:
+                return
+            await asyncio.sleep(_SETTLE_POLL_S)
 
 
 class LatentSummarizer:

@@ -1,0 +1,145 @@
+"""The engine's steps for compaction prepared in the background (``ContextConfig.background``).
+
+:class:`~._prefetch.Prefetch` holds the one compaction in flight and decides when one is
+due; these steps read and change the engine's state for it, each under the engine's lock
+(its caller holds it): before a step, swap one in early or start one, and say whether the
+step goes on from the full context; between turns, start one and swap it in. What they
+commit goes through the engine's one commit point.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from ..message import ToolSpec
+from ._plan import CompactionPlan
+from ._prefetch import Prepared
+from ._types import (
+    CompressionEvent,
+    CompressionRequest,
+    CompressionTrigger,
+    ContextUsage,
+    ModelInput,
+)
+
+if TYPE_CHECKING:
+    from ._engine import ContextEngine
+
+__all__ = ["Ahead"]
+
+
+class Ahead:
+    """The background compaction's steps of one engine (see the module)."""
+
+    def __init__(self, engine: ContextEngine) -> None:
+        self._engine = engine
+
+    async def before_step(
+        self, system_prompt: str, tools: Sequence[ToolSpec], usage: ContextUsage
+    ) -> ContextUsage | None:
+        """Before the step: swap in a prepared compaction early when the next one is due
+        right after it (fast growth: the summaries chain) and it frees at least
+        ``reserve_ratio`` of the window and a typical step (else it would break the cache
+        for little), start one when due, or past the trigger when none is in flight (a
+        step jumped past it). The usage the step goes on from, or ``None`` when it must
+        compact now."""
+        engine = self._engine
+        config, size = engine.config, engine.context_size
+        prefetch, trigger = engine.background, engine._accounts.trigger(config)
+        deadline = prefetch.deadline(config, size)
+        prefetch.observe(usage.total)
+        prepared = prefetch.peek()
+        after = None
+        if prepared is not None and prepared.applies_to(engine._layer, engine._context):
+            after = self._usage_after(prepared, usage)
+        worth = max(int(config.reserve_ratio * size), prefetch.typical_step)
+        if (
+            usage.total <= trigger
+            and after is not None
+            and usage.total - after >= worth
+            and prefetch.due(after, config, size)
+        ):
+            taken = await prefetch.take(lambda p: p.applies_to(engine._layer, engine._context))
+            if taken is not None:
+                plan, outcome = taken[0].plan, taken[0].outcome
+                await engine._commit(plan, outcome, system_prompt, tools, prepared=True)
+                usage = engine.usage(system_prompt, tools)
+        over = usage.total > trigger
+        if (over and not prefetch.busy) or (not over and prefetch.due(usage.total, config, size)):
+            key = (engine._start, id(engine._layer), engine.compressions)
+            await self._start(key, engine._input(system_prompt, tools, usage), "auto")
+        return usage if not over or prefetch.defers(usage.total, deadline) else None
+
+    async def between_turns(
+        self, system_prompt: str, tools: Sequence[ToolSpec], growth: int
+    ) -> bool:
+        """Start one now if the next turn, growing the context by ``growth`` tokens, would
+        cross the trigger; whether one is in flight."""
+        engine = self._engine
+        usage = engine.usage(system_prompt, tools)
+        if usage.total + growth > engine._accounts.trigger(engine.config):
+            prefix = engine._input(system_prompt, tools, usage)
+            key = ("idle", engine._start, id(engine._layer), engine.compressions)
+            await self._start(key, prefix, "idle")
+        return engine.background.busy
+
+    async def apply(self, system_prompt: str, tools: Sequence[ToolSpec]) -> CompressionEvent | None:
+        """Swap in the prepared one now, if it is ready and still applies."""
+        engine = self._engine
+        if not engine.background.finished:
+            return None
+        taken = await engine.background.take(lambda p: p.applies_to(engine._layer, engine._context))
+        if taken is None:
+            return None
+        plan, outcome = taken[0].plan, taken[0].outcome
+        return await engine._commit(plan, outcome, system_prompt, tools, prepared=True)
+
+    def _usage_after(self, prepared: Prepared, usage: ContextUsage) -> int:
+        """The usage once ``prepared`` is swapped in (it applies to the state now)."""
+        engine = self._engine
+        outcome, count = prepared.outcome, engine.counter.count_message
+        layer = outcome.layer.msg if outcome.layer is not None else engine.summary
+        return (
+            usage.total
+            - usage.summary
+            + engine._accounts.summary_tokens(layer)
+            - sum(count(m) for m in engine._context[: outcome.consumed])
+            + sum(count(m) for m in outcome.context)
+        )
+
+    async def _start(
+        self, key: tuple[object, ...], prefix: ModelInput, trigger: CompressionTrigger
+    ) -> None:
+        """Plan a compaction of the state now and run its tiers in the background, unless
+        one is in flight (or ran for ``key``) or the plan folds nothing. Planned here,
+        under the lock: it reads the snapshot and the request last sent, which the
+        provider's cache holds; the request of this step is sent beside the summary call,
+        not before it, so the cache does not hold it yet."""
+        engine = self._engine
+        if not await engine.background.vacant(key):
+            return
+        config = engine.config.model_copy(update={"compression_fallback_to_truncation": False})
+        request = CompressionRequest(trigger, config, threshold_ratio=engine.config.reserve_ratio)
+        # Swapped in at the trigger, it keeps what arrives until then beside the snapshot's
+        # own kept part; an idle one may be swapped in with nothing arrived.
+        arriving = 0
+        if trigger == "auto":
+            arriving = max(0, engine._accounts.trigger(engine.config) - prefix.usage.total)
+        plan = engine._plan(request, prefix.usage, prefix, arriving=arriving)
+        # A split past nothing but the kept request folds nothing: a summary of nothing
+        # would be swapped in, counted, and followed by a compaction at the trigger.
+        if plan is None or (plan.split > 0 and plan.masking is None and not plan.folded):
+            return
+        cause: Literal["usage", "idle"] = "idle" if trigger == "idle" else "usage"
+        await engine.background.start(key, functools.partial(self._job, plan), cause=cause)
+
+    async def _job(self, plan: CompactionPlan) -> Prepared | None:
+        """The background job: ``plan`` executed, not committed; a failed summary fails
+        it (whether to drop messages instead is decided at the trigger)."""
+        engine = self._engine
+        outcome = await engine._run_tiers(plan)
+        if outcome is None:
+            return None
+        return Prepared(plan, outcome, tuple(engine._context[: outcome.consumed]))
