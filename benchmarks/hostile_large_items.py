@@ -16,12 +16,17 @@ step (``SessionOffload``: the redaction hook, the content key, the offload) with
 result it truncates or messages it compacts (``--no-redact`` leaves these out).
 
     PYTHONPATH=src python benchmarks/hostile_large_items.py [--mb 100] [--sessions 114000]
-        [--backends local,memory] [--repeat 5] [--no-redact]
+        [--backends local,memory] [--repeat 5] [--no-redact] [--busy N] [--only TEXT]
 
 With ``--repeat N`` each call runs N times in a row and the table shows the median and the
 largest of its N gaps (the machine's own lateness, shown by the idle row, adds to both).
 To compare two trees on one machine, run the script twice with ``PYTHONPATH`` at each
-tree's ``src`` (the script uses public names only).
+tree's ``src`` (the script uses public names only, and ``SessionOffload``).
+
+``--busy N`` starts N processes that spin in Python beside the run (at the same priority),
+so a loaded machine can be had on demand (the gaps come from the OS descheduling a thread
+that holds the GIL, which needs more runnable threads than cores); ``--only TEXT`` runs
+only the calls whose name holds ``TEXT`` (the set-up calls still run, unmeasured).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import gc
 import itertools
 import os
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -142,9 +148,16 @@ def engine_offload(ws: Offloader, session_id: str, *, redact: bool) -> SessionOf
     return SessionOffload(_Engine(ws, session_id, redact))
 
 
+ONLY: list[str] = []
+
+
 async def run_steps(backend: str, steps: list[Step], repeat: int) -> list[Row]:
     out: list[Row] = []
     for name, call in steps:
+        if ONLY and not any(o in name for o in ONLY):
+            if name.startswith("offload_tool_result"):
+                await call()  # what the reads and greps read
+            continue
         gaps: list[float] = []
         walls: list[float] = []
         size = "-"
@@ -243,7 +256,30 @@ async def main() -> int:
     parser.add_argument("--backends", default="local,memory")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-redact", action="store_true", help="leave out the engine offloads")
+    parser.add_argument("--busy", type=int, default=0, help="spinning processes beside the run")
+    parser.add_argument("--only", action="append", default=[], help="calls whose name holds this")
     args = parser.parse_args()
+    ONLY.extend(args.only)
+    spinners = [_spin() for _ in range(args.busy)]
+    try:
+        return await _main(args)
+    finally:
+        for pid in spinners:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # noqa: ASYNC222 - killed: returns at once
+
+
+def _spin() -> int:
+    """A child process that runs Python bytecode until it is killed."""
+    pid = os.fork()
+    if pid == 0:
+        n = 0
+        while True:
+            n = (n + 1) % 1000
+    return pid
+
+
+async def _main(args: argparse.Namespace) -> int:
     rows: list[tuple[str, Row]] = []
     # The machine's own lateness (other processes, the collector), with no call running.
     _, idle, wall = await held(asyncio.sleep(5))
@@ -258,14 +294,19 @@ async def main() -> int:
     rows.append(("-", busy_row))
     print(f"  control (a busy Python thread): held {busy:.1f} ms over {wall:.1f} s", flush=True)
     for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            made = await large_item(backend, Path(tmp), args.mb, args.repeat, not args.no_redact)
-            for row in made:
-                rows.append((backend, row))
+        if args.mb:
+            with tempfile.TemporaryDirectory() as tmp:
+                made = await large_item(
+                    backend, Path(tmp), args.mb, args.repeat, not args.no_redact
+                )
+                for row in made:
+                    rows.append((backend, row))
+        if not args.sessions:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             for row in await many_sessions(backend, Path(tmp), args.sessions, args.repeat):
                 rows.append((backend, row))
-    print(f"\nload average at the end: {os.getloadavg()}")
+    print(f"\nload average at the end: {os.getloadavg()}; --busy {args.busy}")
     print(
         f"\n| Workspace | call | loop gap, median of {args.repeat} | largest | "
         "longest GC pause | wall | answer |"

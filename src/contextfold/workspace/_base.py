@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Self
 
 from .._exceptions import WorkspaceError
 from .._logging import logger
+from .._process import WorkerFailed
 from ..message import (
     Base64Source,
     ContentBlock,
@@ -34,6 +35,7 @@ from ..message import (
 )
 from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
+from ._grep_process import GREP_IN_PROCESS_BYTES, grep_in_process
 from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
 from ._names import (
     CONTEXT_FILE,
@@ -477,6 +479,12 @@ class BaseWorkspace(ABC):
 
 def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
     with stream:
+        if info.size > GREP_IN_PROCESS_BYTES:
+            try:
+                grep_in_process(searcher, info.ref, info.path, stream, complete_only=context)
+                return
+            except WorkerFailed:
+                stream.seek(0)  # the worker took part of it and died: search it here
         searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
