@@ -76,8 +76,14 @@ class _Pauses:
 PAUSES = _Pauses()
 
 
+CPU_OFF_LOOP: list[float] = []
+"""Per call: CPU seconds this process spent in threads other than the loop's (work that
+may hold the GIL; a worker process's CPU is not counted)."""
+
+
 async def held(work: Awaitable[object]) -> tuple[object, float, float]:
-    """``work``'s result, the largest tick lateness (ms) and its wall time (s)."""
+    """``work``'s result, the largest tick lateness (ms) and its wall time (s); the CPU
+    this process spent off the loop is appended to ``CPU_OFF_LOOP``."""
     late: list[float] = []
     done = asyncio.Event()
 
@@ -90,10 +96,12 @@ async def held(work: Awaitable[object]) -> tuple[object, float, float]:
     tick = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     t0 = time.perf_counter()
+    cpu0, loop0 = time.process_time(), time.thread_time()
     try:
         result = await work
     finally:
         wall = time.perf_counter() - t0
+        CPU_OFF_LOOP.append((time.process_time() - cpu0) - (time.thread_time() - loop0))
         done.set()
         await tick
     return result, max(late, default=0.0) * 1000, wall
@@ -130,8 +138,9 @@ async def make(backend: str, root: Path) -> BaseWorkspace:
 
 
 Step = tuple[str, Callable[[], Awaitable[object]]]
-Row = tuple[str, str, list[float], list[float], float]
-"""Call, answer size, the gaps (ms) and walls (s) of its repeats, the longest GC pause (ms)."""
+Row = tuple[str, str, list[float], list[float], float, float]
+"""Call, answer size, the gaps (ms) and walls (s) of its repeats, the longest GC pause (ms),
+the median CPU (s) this process spent off the loop."""
 
 
 class _Engine:
@@ -169,12 +178,13 @@ async def run_steps(backend: str, steps: list[Step], repeat: int) -> list[Row]:
             walls.append(wall)
             size = f"{len(answer):,} chars" if isinstance(answer, str) else "-"
         pause = PAUSES.longest_since(first_pause) * 1000
-        out.append((name, size, gaps, walls, pause))
+        cpu = statistics.median(CPU_OFF_LOOP[-repeat:])
+        out.append((name, size, gaps, walls, pause, cpu))
         print(
             f"  {backend:7} {name:52} held median {statistics.median(gaps):7.1f} ms, "
             f"max {max(gaps):7.1f} ms  wall {statistics.median(walls):6.2f} s  "
             f"answer {size:>14}  peak RSS +{_rss_mb() - before:.0f} MB  "
-            f"longest GC pause {pause:.1f} ms",
+            f"longest GC pause {pause:.1f} ms  CPU off the loop {cpu:.2f} s",
             flush=True,
         )
     return out
@@ -283,14 +293,21 @@ async def _main(args: argparse.Namespace) -> int:
     rows: list[tuple[str, Row]] = []
     # The machine's own lateness (other processes, the collector), with no call running.
     _, idle, wall = await held(asyncio.sleep(5))
-    idle_row = ("nothing (5 s of ticks, the machine's own lateness)", "-", [idle], [wall], 0.0)
+    idle_row = ("nothing (5 s of ticks, the machine's own lateness)", "-", [idle], [wall], 0.0, 0.0)
     rows.append(("-", idle_row))
     print(f"  idle: held {idle:.1f} ms over {wall:.1f} s; load {os.getloadavg()}", flush=True)
     # The floor for any work off the loop in this process: a worker thread running only
     # short bytecodes (no long C call) shares the GIL with the loop; on a loaded machine
     # the OS may stop it while it holds the GIL, and the loop waits until it runs again.
     _, busy, wall = await held(asyncio.to_thread(_python_only, 3.0))
-    busy_row = ("control: a thread running only Python bytecode, 3 s", "-", [busy], [wall], 0.0)
+    busy_row = (
+        "control: a thread running only Python bytecode, 3 s",
+        "-",
+        [busy],
+        [wall],
+        0.0,
+        CPU_OFF_LOOP[-1],
+    )
     rows.append(("-", busy_row))
     print(f"  control (a busy Python thread): held {busy:.1f} ms over {wall:.1f} s", flush=True)
     for backend in args.backends.split(","):
@@ -309,17 +326,17 @@ async def _main(args: argparse.Namespace) -> int:
     print(f"\nload average at the end: {os.getloadavg()}; --busy {args.busy}")
     print(
         f"\n| Workspace | call | loop gap, median of {args.repeat} | largest | "
-        "longest GC pause | wall | answer |"
+        "longest GC pause | CPU off the loop | wall | answer |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     worst = worst_median = 0.0
-    for backend, (name, size, gaps, walls, pause) in rows:
+    for backend, (name, size, gaps, walls, pause, cpu) in rows:
         med = statistics.median(gaps)
         if backend != "-":
             worst, worst_median = max(worst, max(gaps)), max(worst_median, med)
         print(
             f"| {backend} | `{name}` | {med:.1f} ms | {max(gaps):.1f} ms | {pause:.1f} ms | "
-            f"{statistics.median(walls):.2f} s | {size} |"
+            f"{cpu:.2f} s | {statistics.median(walls):.2f} s | {size} |"
         )
     print(
         f"\nlargest median gap {worst_median:.1f} ms, largest single gap {worst:.1f} ms "

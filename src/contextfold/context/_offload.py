@@ -65,11 +65,19 @@ class SessionOffload:
         """Save the whole of a tool result; its reference (none for a read-back result:
         offloading it would copy workspace content again, and each later Read of the copy
         could be copied once more)."""
+        return await self._result(block, redacted=False)
+
+    async def redacted_result(self, block: ToolResultBlock) -> str | None:
+        """:meth:`result` of a block already through ``ContextConfig.redact`` (the
+        truncation redacts a result once, for both its offload and its cut)."""
+        return await self._result(block, redacted=True)
+
+    async def _result(self, block: ToolResultBlock, *, redacted: bool) -> str | None:
         engine = self._engine
         if engine.offloader is None or is_readback(block):
             return None
         redact = engine.config.redact
-        if redact is not None:
+        if redact is not None and not redacted:
             block = await redact_tool_result_off_loop(block, redact)
         key = await _key("result", [block.name, block.model_dump(mode="json")["output"]])
         if key not in self.known:
