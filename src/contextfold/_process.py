@@ -44,6 +44,9 @@ MAX_WORKERS = 2
 
 _SEND = 1 << 20
 """Characters of the text encoded and written per call."""
+_NICE = 19
+"""The workers' CPU priority, the lowest: the loop's process gets the CPU first, and what
+the worker does is never what a user waits on to see the loop move."""
 _LEN = 8
 _PIPE_SIZE = 1 << 20
 _PACKAGE = __name__.rpartition(".")[0]
@@ -258,6 +261,8 @@ def _serve() -> None:
     """The worker's loop: read a request, answer it, until the parent closes the pipe."""
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(_NICE)
     while True:
         try:
             head = inp.read(_LEN)

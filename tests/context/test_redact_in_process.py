@@ -9,10 +9,13 @@ process imports its own copy), and the result is the one call's, byte for byte.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
+from contextfold.context import _offload, redact_credentials
 from contextfold.context import _redact as redact_module
-from contextfold.context import redact_credentials
 from contextfold.context._redact_pieces import (
     PIECE,
     redact_messages_off_loop,
@@ -67,3 +70,24 @@ async def test_long_messages_are_matched_in_a_worker_process(rule_calls: list[in
     await redact_messages_off_loop(msgs, redact_credentials)
     assert rule_calls  # the short one is redacted here
     assert max(rule_calls) < PIECE
+
+
+async def test_the_key_of_a_long_result_is_escaped_in_a_worker_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    escaped: list[int] = []
+    real = json.dumps
+
+    def spy(value: Any, *args: Any, **kwargs: Any) -> str:
+        if isinstance(value, str):
+            escaped.append(len(value))
+        return real(value, *args, **kwargs)
+
+    text = 'a "quoted" line\twith ünïcödé\n' * 40_000
+    value = ["bash", text]
+    want = _offload._digest("result", value)
+    monkeypatch.setattr(_offload.json, "dumps", spy)
+    got = await _offload._key("result", value)
+    monkeypatch.undo()
+    assert got == want
+    assert escaped == [], "the long string was escaped in this process"

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 import pytest
 
-from contextfold.message import ToolResultBlock
+from contextfold.message import Msg, ToolResultBlock
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, MemoryWorkspace, _grep, _terms
 
 LINE = "2026-12-04T05:00:00Z INFO worker-7 request served in 12 ms, status 200\n"
@@ -95,3 +96,26 @@ async def test_grep_in_a_worker_process_keeps_the_result_budget_and_deadline(
     )
     with pytest.raises(TimeoutError, match=r"did not finish within 0\.5s"):
         await ws.grep("(a|aa)+$", session_id="s2", time_limit=0.5)
+
+
+async def test_a_large_message_is_escaped_in_a_worker_process(
+    ws: BaseWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    escaped: list[int] = []
+    real = pydantic_core.to_json
+
+    def spy(value: Any, *args: Any, **kwargs: Any) -> bytes:
+        if isinstance(value, str):
+            escaped.append(len(value))
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(pydantic_core, "to_json", spy)
+    text = 'a "quoted" line\twith a tab, ünïcödé and \\ a backslash\n' * 20_000
+    msgs = [Msg("tool", text, "user"), Msg("user", "short", "user")]
+    await ws.offload_context("s1", msgs)
+    assert escaped == [], "a long string was escaped in this process"
+    monkeypatch.undo()
+    loaded = await ws.load_context("s1")
+    assert [m.content for m in loaded] == [text, "short"]
+    raw = await ws.read_bytes(ws._display("sessions/s1/context.jsonl"))
+    assert raw == "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
