@@ -266,6 +266,7 @@ async def main() -> int:
     parser.add_argument("--backends", default="local,memory")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-redact", action="store_true", help="leave out the engine offloads")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle row")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside the run")
     parser.add_argument("--only", action="append", default=[], help="calls whose name holds this")
     args = parser.parse_args()
@@ -292,8 +293,9 @@ def _spin() -> int:
 async def _main(args: argparse.Namespace) -> int:
     rows: list[tuple[str, Row]] = []
     # The machine's own lateness (other processes, the collector), with no call running.
-    _, idle, wall = await held(asyncio.sleep(5))
-    idle_row = ("nothing (5 s of ticks, the machine's own lateness)", "-", [idle], [wall], 0.0, 0.0)
+    _, idle, wall = await held(asyncio.sleep(args.idle))
+    name = f"nothing ({args.idle:g} s of ticks, the machine's own lateness)"
+    idle_row = (name, "-", [idle], [wall], 0.0, 0.0)
     rows.append(("-", idle_row))
     print(f"  idle: held {idle:.1f} ms over {wall:.1f} s; load {os.getloadavg()}", flush=True)
     # The floor for any work off the loop in this process: a worker thread running only
