@@ -51,7 +51,7 @@ _LEN = 8
 _PIPE_SIZE = 1 << 20
 _PACKAGE = __name__.rpartition(".")[0]
 
-Data = str | bytes | Iterable[bytes]
+Data = str | bytes | bytearray | memoryview | Iterable[bytes]
 """What a target is given: a text, or bytes whole or in pieces."""
 
 calls: dict[str, int] = {}
@@ -142,8 +142,8 @@ def _pieces(data: Data) -> Iterator[bytes]:
     if isinstance(data, str):
         for start in range(0, len(data), _SEND):
             yield data[start : start + _SEND].encode("utf-8", "surrogatepass")
-    elif isinstance(data, bytes):
-        view = memoryview(data)
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data).cast("B")
         for start in range(0, len(data), _SEND):
             yield view[start : start + _SEND]  # type: ignore[misc]
     else:
@@ -246,6 +246,8 @@ def _here(data: Data) -> str | bytes:
     already took cannot be read again: :class:`WorkerFailed` then."""
     if isinstance(data, (str, bytes)):
         return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
     if isinstance(data, Iterator):
         raise WorkerFailed("the worker process failed while reading its input")
     return b"".join(data)

@@ -18,7 +18,14 @@ import pydantic_core
 import pytest
 
 from contextfold.message import Msg, ToolResultBlock
-from contextfold.workspace import BaseWorkspace, LocalWorkspace, MemoryWorkspace, _grep, _terms
+from contextfold.workspace import (
+    BaseWorkspace,
+    LocalWorkspace,
+    MemoryWorkspace,
+    _grep,
+    _line_text,
+    _terms,
+)
 
 LINE = "2026-12-04T05:00:00Z INFO worker-7 request served in 12 ms, status 200\n"
 BIG = "zqxfirst line\n" + LINE * 39_999 + "ERROR zqxneedle the one line that matters\n" + LINE * 2
@@ -119,3 +126,21 @@ async def test_a_large_message_is_escaped_in_a_worker_process(
     assert [m.content for m in loaded] == [text, "short"]
     raw = await ws.read_bytes(ws._display("sessions/s1/context.jsonl"))
     assert raw == "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
+
+
+async def test_a_huge_context_line_is_indexed_in_a_worker_process(
+    ws: BaseWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scanned: list[int] = []
+    real = _line_text._huge_text
+
+    def spy(payload: bytes, start: int, stop: int, limit: int) -> str | None:
+        scanned.append(stop - start)
+        return real(payload, start, stop, limit)
+
+    monkeypatch.setattr(_line_text, "_huge_text", spy)
+    text = "zqxhead " + "a log line of the huge message\n" * 60_000
+    await ws.offload_context("s1", [Msg("tool", text, "user")])
+    assert scanned == [], "the huge line was looked through in this process"
+    assert isinstance(ws, (LocalWorkspace, MemoryWorkspace))
+    assert [h.offset for h in await ws.search("zqxhead")] == [0]
