@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from contextfold import _process
+from contextfold.workspace._pieces import json_string_body
 from contextfold.workspace._terms import index_terms_text
 
 
@@ -34,3 +35,12 @@ def test_without_a_worker_the_work_is_done_here(monkeypatch: pytest.MonkeyPatch)
     pool = _process._the_pool()
     assert pool.broken
     monkeypatch.setattr(_process, "_pool", None)
+
+
+def test_bytes_come_back_as_bytes_which_join_without_the_gil() -> None:
+    # CPython's bytes.join copies without the GIL only when every part is bytes: a
+    # bytearray answer, joined into a message's line, held the loop ~80 ms for 100 MB.
+    text = 'a "quoted" line\n' * 200_000
+    body = _process.run(json_string_body, text)
+    assert type(body) is bytes
+    assert body == json_string_body(text)
