@@ -10,6 +10,7 @@ the answers are what they were.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from contextfold.workspace import (
     BaseWorkspace,
     LocalWorkspace,
     MemoryWorkspace,
+    _base,
     _grep,
     _line_text,
     _terms,
@@ -144,3 +146,22 @@ async def test_a_huge_context_line_is_indexed_in_a_worker_process(
     assert scanned == [], "the huge line was looked through in this process"
     assert isinstance(ws, (LocalWorkspace, MemoryWorkspace))
     assert [h.offset for h in await ws.search("zqxhead")] == [0]
+
+
+async def test_a_large_item_is_sent_to_the_worker_by_a_thread_at_normal_priority(
+    ws: BaseWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The matching threads run at nice 19 (a hostile pattern burns only what the loop
+    # leaves); one stopped while it held the GIL held the loop 270 to 370 ms under load.
+    threads: list[str] = []
+    real = _base.grep_in_process
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        threads.append(threading.current_thread().name)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(_base, "grep_in_process", spy)
+    await ws.offload_tool_result("s1", ToolResultBlock(id="big", name="t", output=BIG))
+    assert [m.line_number for m in await ws.grep("zqxneedle", session_id="s1")] == [40_001]
+    assert len(threads) == 1
+    assert not threads[0].startswith("contextfold-match")
