@@ -16,12 +16,17 @@ step (``SessionOffload``: the redaction hook, the content key, the offload) with
 result it truncates or messages it compacts (``--no-redact`` leaves these out).
 
     PYTHONPATH=src python benchmarks/hostile_large_items.py [--mb 100] [--sessions 114000]
-        [--backends local,memory] [--repeat 5] [--no-redact]
+        [--backends local,memory] [--repeat 5] [--no-redact] [--busy N] [--only TEXT]
 
 With ``--repeat N`` each call runs N times in a row and the table shows the median and the
 largest of its N gaps (the machine's own lateness, shown by the idle row, adds to both).
 To compare two trees on one machine, run the script twice with ``PYTHONPATH`` at each
-tree's ``src`` (the script uses public names only).
+tree's ``src`` (the script uses public names only, and ``SessionOffload``).
+
+``--busy N`` starts N processes that spin in Python beside the run (at the same priority),
+so a loaded machine can be had on demand (the gaps come from the OS descheduling a thread
+that holds the GIL, which needs more runnable threads than cores); ``--only TEXT`` runs
+only the calls whose name holds ``TEXT`` (the set-up calls still run, unmeasured).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import gc
 import itertools
 import os
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -70,8 +76,14 @@ class _Pauses:
 PAUSES = _Pauses()
 
 
+CPU_OFF_LOOP: list[float] = []
+"""Per call: CPU seconds this process spent in threads other than the loop's (work that
+may hold the GIL; a worker process's CPU is not counted)."""
+
+
 async def held(work: Awaitable[object]) -> tuple[object, float, float]:
-    """``work``'s result, the largest tick lateness (ms) and its wall time (s)."""
+    """``work``'s result, the largest tick lateness (ms) and its wall time (s); the CPU
+    this process spent off the loop is appended to ``CPU_OFF_LOOP``."""
     late: list[float] = []
     done = asyncio.Event()
 
@@ -84,10 +96,12 @@ async def held(work: Awaitable[object]) -> tuple[object, float, float]:
     tick = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     t0 = time.perf_counter()
+    cpu0, loop0 = time.process_time(), time.thread_time()
     try:
         result = await work
     finally:
         wall = time.perf_counter() - t0
+        CPU_OFF_LOOP.append((time.process_time() - cpu0) - (time.thread_time() - loop0))
         done.set()
         await tick
     return result, max(late, default=0.0) * 1000, wall
@@ -124,8 +138,9 @@ async def make(backend: str, root: Path) -> BaseWorkspace:
 
 
 Step = tuple[str, Callable[[], Awaitable[object]]]
-Row = tuple[str, str, list[float], list[float], float]
-"""Call, answer size, the gaps (ms) and walls (s) of its repeats, the longest GC pause (ms)."""
+Row = tuple[str, str, list[float], list[float], float, float]
+"""Call, answer size, the gaps (ms) and walls (s) of its repeats, the longest GC pause (ms),
+the median CPU (s) this process spent off the loop."""
 
 
 class _Engine:
@@ -142,9 +157,16 @@ def engine_offload(ws: Offloader, session_id: str, *, redact: bool) -> SessionOf
     return SessionOffload(_Engine(ws, session_id, redact))
 
 
+ONLY: list[str] = []
+
+
 async def run_steps(backend: str, steps: list[Step], repeat: int) -> list[Row]:
     out: list[Row] = []
     for name, call in steps:
+        if ONLY and not any(o in name for o in ONLY):
+            if name.startswith("offload_tool_result"):
+                await call()  # what the reads and greps read
+            continue
         gaps: list[float] = []
         walls: list[float] = []
         size = "-"
@@ -156,12 +178,13 @@ async def run_steps(backend: str, steps: list[Step], repeat: int) -> list[Row]:
             walls.append(wall)
             size = f"{len(answer):,} chars" if isinstance(answer, str) else "-"
         pause = PAUSES.longest_since(first_pause) * 1000
-        out.append((name, size, gaps, walls, pause))
+        cpu = statistics.median(CPU_OFF_LOOP[-repeat:])
+        out.append((name, size, gaps, walls, pause, cpu))
         print(
             f"  {backend:7} {name:52} held median {statistics.median(gaps):7.1f} ms, "
             f"max {max(gaps):7.1f} ms  wall {statistics.median(walls):6.2f} s  "
             f"answer {size:>14}  peak RSS +{_rss_mb() - before:.0f} MB  "
-            f"longest GC pause {pause:.1f} ms",
+            f"longest GC pause {pause:.1f} ms  CPU off the loop {cpu:.2f} s",
             flush=True,
         )
     return out
@@ -243,42 +266,79 @@ async def main() -> int:
     parser.add_argument("--backends", default="local,memory")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-redact", action="store_true", help="leave out the engine offloads")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle row")
+    parser.add_argument("--busy", type=int, default=0, help="spinning processes beside the run")
+    parser.add_argument("--only", action="append", default=[], help="calls whose name holds this")
     args = parser.parse_args()
+    ONLY.extend(args.only)
+    spinners = [_spin() for _ in range(args.busy)]
+    try:
+        return await _main(args)
+    finally:
+        for pid in spinners:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # noqa: ASYNC222 - killed: returns at once
+
+
+def _spin() -> int:
+    """A child process that runs Python bytecode until it is killed."""
+    pid = os.fork()
+    if pid == 0:
+        n = 0
+        while True:
+            n = (n + 1) % 1000
+    return pid
+
+
+async def _main(args: argparse.Namespace) -> int:
     rows: list[tuple[str, Row]] = []
     # The machine's own lateness (other processes, the collector), with no call running.
-    _, idle, wall = await held(asyncio.sleep(5))
-    idle_row = ("nothing (5 s of ticks, the machine's own lateness)", "-", [idle], [wall], 0.0)
+    _, idle, wall = await held(asyncio.sleep(args.idle))
+    name = f"nothing ({args.idle:g} s of ticks, the machine's own lateness)"
+    idle_row = (name, "-", [idle], [wall], 0.0, 0.0)
     rows.append(("-", idle_row))
     print(f"  idle: held {idle:.1f} ms over {wall:.1f} s; load {os.getloadavg()}", flush=True)
     # The floor for any work off the loop in this process: a worker thread running only
     # short bytecodes (no long C call) shares the GIL with the loop; on a loaded machine
     # the OS may stop it while it holds the GIL, and the loop waits until it runs again.
     _, busy, wall = await held(asyncio.to_thread(_python_only, 3.0))
-    busy_row = ("control: a thread running only Python bytecode, 3 s", "-", [busy], [wall], 0.0)
+    busy_row = (
+        "control: a thread running only Python bytecode, 3 s",
+        "-",
+        [busy],
+        [wall],
+        0.0,
+        CPU_OFF_LOOP[-1],
+    )
     rows.append(("-", busy_row))
     print(f"  control (a busy Python thread): held {busy:.1f} ms over {wall:.1f} s", flush=True)
     for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            made = await large_item(backend, Path(tmp), args.mb, args.repeat, not args.no_redact)
-            for row in made:
-                rows.append((backend, row))
+        if args.mb:
+            with tempfile.TemporaryDirectory() as tmp:
+                made = await large_item(
+                    backend, Path(tmp), args.mb, args.repeat, not args.no_redact
+                )
+                for row in made:
+                    rows.append((backend, row))
+        if not args.sessions:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             for row in await many_sessions(backend, Path(tmp), args.sessions, args.repeat):
                 rows.append((backend, row))
-    print(f"\nload average at the end: {os.getloadavg()}")
+    print(f"\nload average at the end: {os.getloadavg()}; --busy {args.busy}")
     print(
         f"\n| Workspace | call | loop gap, median of {args.repeat} | largest | "
-        "longest GC pause | wall | answer |"
+        "longest GC pause | CPU off the loop | wall | answer |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     worst = worst_median = 0.0
-    for backend, (name, size, gaps, walls, pause) in rows:
+    for backend, (name, size, gaps, walls, pause, cpu) in rows:
         med = statistics.median(gaps)
         if backend != "-":
             worst, worst_median = max(worst, max(gaps)), max(worst_median, med)
         print(
             f"| {backend} | `{name}` | {med:.1f} ms | {max(gaps):.1f} ms | {pause:.1f} ms | "
-            f"{statistics.median(walls):.2f} s | {size} |"
+            f"{cpu:.2f} s | {statistics.median(walls):.2f} s | {size} |"
         )
     print(
         f"\nlargest median gap {worst_median:.1f} ms, largest single gap {worst:.1f} ms "

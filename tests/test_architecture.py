@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 
-BASE = frozenset({"_exceptions", "_logging", "_structural", "_embedded", "_model_string"})
+BASE = frozenset(
+    {"_exceptions", "_logging", "_structural", "_embedded", "_model_string", "_process"}
+)
 """The first row of the table: root-level private modules, below every package (which may
 import them) and importing only one another."""
 

@@ -62,7 +62,10 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_line_text, "_WINDOW", 7)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# No deadline: the first long string starts a worker process (contextfold._process).
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(msgs=st.lists(messages, min_size=1, max_size=3), text=TEXT)
 def test_pieces_are_the_bytes_of_the_single_calls(tiny: None, msgs: list[Msg], text: str) -> None:
     want = "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()

@@ -201,7 +201,7 @@ class ContextEngine:
             readback=self.readback,
             redact=self.config.redact,
         )
-        stored, events = await truncate_results(msg, truncator, self._offload.result)
+        stored, events = await truncate_results(msg, truncator, self._offload.redacted_result)
         self.append(stored)
         for event in events:
             await self._emit(event)

@@ -19,6 +19,7 @@ import re
 import uuid
 from typing import Protocol, cast
 
+from .._process import run
 from .._structural import implements
 from ..message import DataBlock, Msg, ToolResultBlock, is_readback
 from ..workspace import DataOffloader, Offloader
@@ -65,11 +66,19 @@ class SessionOffload:
         """Save the whole of a tool result; its reference (none for a read-back result:
         offloading it would copy workspace content again, and each later Read of the copy
         could be copied once more)."""
+        return await self._result(block, redacted=False)
+
+    async def redacted_result(self, block: ToolResultBlock) -> str | None:
+        """:meth:`result` of a block already through ``ContextConfig.redact`` (the
+        truncation redacts a result once, for both its offload and its cut)."""
+        return await self._result(block, redacted=True)
+
+    async def _result(self, block: ToolResultBlock, *, redacted: bool) -> str | None:
         engine = self._engine
         if engine.offloader is None or is_readback(block):
             return None
         redact = engine.config.redact
-        if redact is not None:
+        if redact is not None and not redacted:
             block = await redact_tool_result_off_loop(block, redact)
         key = await _key("result", [block.name, block.model_dump(mode="json")["output"]])
         if key not in self.known:
@@ -177,10 +186,17 @@ def _digest_in_pieces(kind: str, value: object) -> str:
         if i % 2 == 0:
             digest.update(part.encode())
             continue
-        text = hidden[part]
         digest.update(b'"')
-        for start in range(0, len(text), _PIECE):
-            piece = text[start : start + _PIECE]
-            digest.update(json.dumps(piece, ensure_ascii=False)[1:-1].encode())
+        digest.update(run(escaped_json, hidden[part]))  # hashing 100 MB releases the GIL
         digest.update(b'"')
     return digest.hexdigest()
+
+
+def escaped_json(text: str) -> bytes:
+    """``json.dumps(text, ensure_ascii=False)`` without its quotes, encoded: run in a
+    worker process (``contextfold._process``) for a long string, where escaping 100 MB a
+    piece at a time does not hold this process's GIL."""
+    return b"".join(
+        json.dumps(text[start : start + _PIECE], ensure_ascii=False)[1:-1].encode()
+        for start in range(0, len(text), _PIECE)
+    )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 
+from .._process import run
 from ..message import Msg, ToolResultBlock
 from ._redact import (
     _AROUND,
@@ -43,9 +44,12 @@ from ._redact import (
 
 __all__ = [
     "PIECE",
+    "apply_edits",
     "redact_in_pieces",
+    "redact_in_process",
     "redact_messages_off_loop",
     "redact_tool_result_off_loop",
+    "redaction_edits",
 ]
 
 PIECE = 1 << 18
@@ -77,6 +81,12 @@ def redact_in_pieces(text: str, *, piece: int = PIECE) -> str:
     in a worker thread. ``text`` itself when nothing was masked."""
     if len(text) <= piece:
         return redact_credentials(text)
+    return apply_edits(text, redaction_edits(text, piece), piece=piece)
+
+
+def redaction_edits(text: str, piece: int = PIECE) -> list[tuple[int, int, str]]:
+    """``(start, end, redacted)`` for each piece of ``text`` the redaction changed, in
+    order (the pieces as :func:`redact_in_pieces` cuts them)."""
     edits: list[tuple[int, int, str]] = []  # only the pieces that changed are kept
     start = 0
     for end in (*_cuts(text, piece), len(text)):
@@ -85,15 +95,35 @@ def redact_in_pieces(text: str, *, piece: int = PIECE) -> str:
         if done != part:
             edits.append((start, end, done))
         start = end
+    return edits
+
+
+def apply_edits(text: str, edits: Sequence[Sequence[int | str]], *, piece: int = PIECE) -> str:
+    """``text`` with each ``(start, end, redacted)`` of ``edits`` put in place (``text``
+    itself when there are none)."""
     if not edits:
         return text
     parts: list[str] = []
     at = 0
     for start, end, done in (*edits, (len(text), len(text), "")):
+        assert isinstance(start, int)
+        assert isinstance(end, int)
+        assert isinstance(done, str)
         parts += (text[i : min(i + piece, start)] for i in range(at, start, piece))
         parts.append(done)
         at = end
     return "".join(parts)
+
+
+def redact_in_process(text: str) -> str:
+    """``redact_credentials(text)``, the matching done in a worker process (see
+    ``contextfold._process``): the redaction of 100 MB is seconds of ``re`` and Python,
+    and a worker thread doing it held the event loop's GIL for over 100 ms at a time on a
+    loaded machine. Only the pieces that changed come back. Synchronous: call it in a
+    worker thread."""
+    if len(text) <= PIECE:
+        return redact_credentials(text)
+    return apply_edits(text, run(redaction_edits, text))
 
 
 def _cuts(text: str, piece: int) -> Iterator[int]:
@@ -172,7 +202,7 @@ async def _redact_long(texts: list[str], redact: Redactor) -> dict[int, str]:
     for text in texts:
         if len(text) > PIECE and id(text) not in done:
             if redact is redact_credentials:
-                done[id(text)] = await asyncio.to_thread(redact_in_pieces, text)
+                done[id(text)] = await asyncio.to_thread(redact_in_process, text)
             else:
                 done[id(text)] = await asyncio.to_thread(redact, text)
     return done

@@ -8,6 +8,8 @@ the trigger, and the image limit (section 限制图片数量, Limiting the numbe
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,6 +28,8 @@ from ..message import (
 )
 from ..token import TokenCounter
 from ._cut import HeadTailCut
+from ._redact_pieces import PIECE as OFF_LOOP_CHARS
+from ._redact_pieces import redact_tool_result_off_loop
 from ._types import TruncationEvent
 
 __all__ = [
@@ -115,9 +119,17 @@ class ToolResultTruncator:
         return self.counter.count_text(block.text())
 
     def cut(
-        self, block: ToolResultBlock, *, ref: str | None, limit: int | None = None
+        self,
+        block: ToolResultBlock,
+        *,
+        ref: str | None,
+        limit: int | None = None,
+        redacted: bool = False,
+        tokens: int | None = None,
     ) -> ToolResultBlock:
-        """A copy of ``block`` whose text fits ``limit`` tokens (marker included).
+        """A copy of ``block`` whose text fits ``limit`` tokens (marker included);
+        ``redacted``: ``block`` has been through :attr:`redact` already; ``tokens``: its
+        text's count, when the caller has it.
 
         Non-text parts (images) are kept; the image limit handles them. A read-back result
         (:func:`is_readback`) gets :data:`READBACK_HINT` on the line before the marker, so
@@ -125,8 +137,8 @@ class ToolResultTruncator:
         """
         limit = self.limit if limit is None else limit
         marker = self.marker(ref, readback=is_readback(block), limit=limit)
-        text = block.text() if self.redact is None else self.redact(block.text())
-        text = self._cut_text(text, limit, marker)
+        text = block.text() if self.redact is None or redacted else self.redact(block.text())
+        text = self._cut_text(text, limit, marker, tokens)
         output: str | list[ToolResultContent]
         if isinstance(block.output, str):
             output = text
@@ -148,7 +160,7 @@ class ToolResultTruncator:
         hinted = f"{READBACK_HINT}\n{marker}"
         return hinted if readback and self.counter.count_text(hinted) <= limit // 2 else marker
 
-    def _cut_text(self, text: str, limit: int, marker: str) -> str:
+    def _cut_text(self, text: str, limit: int, marker: str, tokens: int | None) -> str:
         if self.keep == "head":
             policy = HeadTailCut(end="\n" + marker)
         else:
@@ -158,7 +170,7 @@ class ToolResultTruncator:
                 marker_room=_OMITTED_ROOM,
                 end="\n" + marker,
             )
-        return policy.cut(self.counter, text, limit)
+        return policy.cut(self.counter, text, limit, tokens=tokens)
 
 
 _OMITTED_ROOM = 16
@@ -260,15 +272,28 @@ async def truncate_results(
     offload: Callable[[ToolResultBlock], Awaitable[str | None]],
 ) -> tuple[Msg, list[TruncationEvent]]:
     """``msg`` with each tool result over the truncator's limit cut (its whole original
-    offloaded first), and an event per cut; ``msg`` itself when nothing was over."""
+    offloaded first, through ``offload``, which is given it already redacted), and an
+    event per cut; ``msg`` itself when nothing was over."""
     events: list[TruncationEvent] = []
     blocks: list[ContentBlock] = []
     for block in msg.blocks():
         if isinstance(block, ToolResultBlock):
-            tokens = truncator.tokens(block)
+            # A long result is counted and cut in a worker thread: counting 20 MB took
+            # 0.75 s. Once over the limit it is redacted once, here, and both the offload
+            # (``offload`` must not redact again) and the cut take the redacted text.
+            big = len(block.text()) > OFF_LOOP_CHARS
+            tokens = (
+                await asyncio.to_thread(truncator.tokens, block) if big else truncator.tokens(block)
+            )
             if tokens > truncator.limit:
-                ref = await offload(block)
-                cut = truncator.cut(block, ref=ref)
+                whole = block
+                if truncator.redact is not None:
+                    whole = await redact_tool_result_off_loop(block, truncator.redact)
+                ref = await offload(whole)
+                cut_it = functools.partial(truncator.cut, whole, ref=ref, redacted=True)
+                if whole is block:
+                    cut_it = functools.partial(cut_it, tokens=tokens)
+                cut = await asyncio.to_thread(cut_it) if big else cut_it()
                 events.append(truncation_event(block, tokens, cut, truncator.counter, ref))
                 blocks.append(cut)
                 continue

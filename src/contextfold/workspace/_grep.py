@@ -287,9 +287,10 @@ class Searcher:
                 f"the regular expression {pattern[:80]!r} nests groups too deeply; "
                 "use fewer nested parentheses"
             ) from exc
+        self.pattern = pattern
         self._screen = _screen(pattern)
         self.deadline = Deadline(timeout, GREP_TIMEOUT)
-        self._context = max(0, context)
+        self.context = max(0, context)
         self.remaining = max(0, max_results)
         self.matches: list[GrepMatch] = []
 
@@ -302,7 +303,7 @@ class Searcher:
         cannot match anywhere is skipped in one call of the engine instead of line by line
         (see ``_screen``).
         """
-        ctx = self._context
+        ctx = self.context
         before: deque[str] = deque(maxlen=ctx)
         waiting: deque[tuple[int, str, tuple[str, ...], list[str]]] = deque()
         number = 0

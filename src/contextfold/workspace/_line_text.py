@@ -19,10 +19,13 @@ import re
 import uuid
 from collections.abc import Iterator
 
+from .._process import run
 from ._terms import message_parts, message_text
 
-__all__ = ["HUGE_LINE", "line_texts"]
+__all__ = ["HUGE_LINE", "IN_PROCESS_BYTES", "huge_line_text", "line_texts"]
 
+IN_PROCESS_BYTES = 1 << 20
+"""A line longer than this is looked through in a worker process (``contextfold._process``)."""
 HUGE_LINE = 1 << 20
 """Lines longer than this (bytes) are read by their skeleton."""
 
@@ -44,12 +47,24 @@ def line_texts(payload: bytes, limit: int) -> Iterator[str]:
         stop = end if stop == -1 else stop
         if stop - start <= HUGE_LINE:
             yield message_text(payload[start:stop].decode("utf-8", "replace"))
-        else:
-            text = _huge_text(payload, start, stop, limit)
-            if text is None:
-                text = message_text(payload[start:stop].decode("utf-8", "replace"))[:limit]
+        elif stop - start > IN_PROCESS_BYTES:  # scanning 100 MB here held this GIL
+            text: str = run(huge_line_text, memoryview(payload)[start:stop], limit)
             yield text
+        else:
+            found = _huge_text(payload, start, stop, limit)
+            if found is None:
+                found = message_text(payload[start:stop].decode("utf-8", "replace"))[:limit]
+            yield found
         start = stop + 1
+
+
+def huge_line_text(line: bytes, limit: int) -> str:
+    """The first ``limit`` characters of ``message_text`` of one huge ``line`` (found from
+    its skeleton; parsed whole when the skeleton cannot stand for it)."""
+    text = _huge_text(line, 0, len(line), limit)
+    if text is None:
+        text = message_text(line.decode("utf-8", "replace"))[:limit]
+    return text
 
 
 def _find(raw: bytes, what: bytes, pos: int, end: int) -> int:

@@ -300,25 +300,15 @@ class PostgresWorkspace(SearchableWorkspace):
         rows = await self._pool_or_fail().fetch(f"SELECT session_id FROM {self._p}sessions")
         return [decode_id(r["session_id"]) for r in rows]
 
+    async def _text_items_of(self, skeys: list[str]) -> list[tuple[ItemPath, int, str | None]]:
+        """The context logs and tool results of the sessions ``skeys``, in one query each
+        (a grep over the whole workspace asks a page of sessions at a time)."""
+        return await self._text_items("WHERE s.skey = ANY($1::text[])", skeys)
+
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         p = self._p
         pool = self._pool_or_fail()
-        where = "WHERE ($1::text IS NULL OR s.skey = $1)"
-        out: list[tuple[ItemPath, int, str | None]] = []
-        for r in await pool.fetch(
-            f"SELECT s.skey, s.session_id, SUM({SIZE.format(t='x.')}) AS size FROM {p}sessions s "
-            f"JOIN {p}context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey, s.session_id",
-            skey,
-        ):
-            item = ItemPath("context", r["skey"], CONTEXT_FILE)
-            out.append((item, int(r["size"]), decode_id(r["session_id"])))
-        for r in await pool.fetch(
-            f"SELECT s.skey, s.session_id, t.name, {SIZE.format(t='t.')} AS size "
-            f"FROM {p}sessions s JOIN {p}tool_results t ON t.skey = s.skey {where}",
-            skey,
-        ):
-            item = ItemPath("tool_result", r["skey"], r["name"])
-            out.append((item, int(r["size"]), decode_id(r["session_id"])))
+        out = await self._text_items("WHERE ($1::text IS NULL OR s.skey = $1)", skey)
         if skey is None:
             rows = await pool.fetch(
                 f"SELECT name, {SIZE.format(t='')} AS size, NULL::bytea AS sid FROM {p}data"
@@ -333,6 +323,27 @@ class PostgresWorkspace(SearchableWorkspace):
         for r in rows:
             sid = None if r["sid"] is None else decode_id(r["sid"])
             out.append((ItemPath("data", None, r["name"]), int(r["size"]), sid))
+        return out
+
+    async def _text_items(self, where: str, arg: object) -> list[tuple[ItemPath, int, str | None]]:
+        """Context logs and tool results of the sessions ``where`` selects (as ``s``)."""
+        p = self._p
+        pool = self._pool_or_fail()
+        out: list[tuple[ItemPath, int, str | None]] = []
+        for r in await pool.fetch(
+            f"SELECT s.skey, s.session_id, SUM({SIZE.format(t='x.')}) AS size FROM {p}sessions s "
+            f"JOIN {p}context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey, s.session_id",
+            arg,
+        ):
+            item = ItemPath("context", r["skey"], CONTEXT_FILE)
+            out.append((item, int(r["size"]), decode_id(r["session_id"])))
+        for r in await pool.fetch(
+            f"SELECT s.skey, s.session_id, t.name, {SIZE.format(t='t.')} AS size "
+            f"FROM {p}sessions s JOIN {p}tool_results t ON t.skey = s.skey {where}",
+            arg,
+        ):
+            item = ItemPath("tool_result", r["skey"], r["name"])
+            out.append((item, int(r["size"]), decode_id(r["session_id"])))
         return out
 
     # -- search ----------------------------------------------------------------------------

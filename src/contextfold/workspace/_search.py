@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from dataclasses import dataclass
 
+from .._process import run
 from ._base import BaseWorkspace
 from ._grep import Deadline, off_loop
 from ._line_text import line_texts
@@ -22,6 +23,7 @@ from ._terms import MAX_DOC_CHARS, index_terms_text, query_terms, snippet
 from ._types import ItemKind, SearchHit
 
 __all__ = [
+    "IN_PROCESS_CHARS",
     "MAX_SEARCH_RESULTS",
     "SEARCH_TIMEOUT",
     "Doc",
@@ -38,6 +40,9 @@ MAX_SEARCH_RESULTS = 100
 SEARCH_TIMEOUT = "the search did not finish within {seconds}s; use fewer, more distinctive words"
 
 _TEXT_CHARS = 20_000  # of a message kept in the index for its snippet
+
+IN_PROCESS_CHARS = 1 << 18
+"""A document's source longer than this has its terms computed in a worker process."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,15 @@ def _snippets(texts: list[str], terms: list[str]) -> list[str]:
 
 def doc_terms(source: str) -> str:
     """The terms a document taken from ``source`` is indexed under, as the engines'
-    tokenizers read them (one string, terms apart)."""
+    tokenizers read them (one string, terms apart).
+
+    Those of a source over :data:`IN_PROCESS_CHARS` are computed in a worker process
+    (``contextfold._process``): finding the 2.6 million terms of a 2M-character document
+    is ~0.3 s of Python, and in a thread of this process it held the GIL, and so the event
+    loop, for up to 140 ms at a time on a loaded machine."""
+    if len(source) > IN_PROCESS_CHARS:
+        terms: str = run(index_terms_text, source[:MAX_DOC_CHARS])
+        return terms
     return index_terms_text(source)
 
 

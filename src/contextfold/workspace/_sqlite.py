@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import sqlite3
 import threading
@@ -266,22 +267,16 @@ class SQLiteWorkspace(SearchableWorkspace):
             lambda c: [_read_id(r[0]) for r in c.execute("SELECT session_id FROM sessions")]
         )
 
+    async def _text_items_of(self, skeys: list[str]) -> list[tuple[ItemPath, int, str | None]]:
+        """The context logs and tool results of the sessions ``skeys``, in one query each
+        (a grep over the whole workspace asks a page of sessions at a time)."""
+        where = "WHERE s.skey IN (SELECT value FROM json_each(?))"
+        return await self._read(lambda c: _text_items(c, where, (json.dumps(skeys),)))
+
     async def _items(self, skey: str | None) -> list[tuple[ItemPath, int, str | None]]:
         def q(c: sqlite3.Connection) -> list[tuple[ItemPath, int, str | None]]:
             where, args = ("WHERE s.skey = ?", (skey,)) if skey is not None else ("", ())
-            out: list[tuple[ItemPath, int, str | None]] = []
-            for key, sid, size in c.execute(
-                "SELECT s.skey, s.session_id, SUM(LENGTH(x.body)) FROM sessions s "
-                f"JOIN context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey",
-                args,
-            ):
-                out.append((ItemPath("context", key, CONTEXT_FILE), int(size), _read_id(sid)))
-            for key, sid, name, size in c.execute(
-                "SELECT s.skey, s.session_id, t.name, LENGTH(t.body) FROM sessions s "
-                f"JOIN tool_results t ON t.skey = s.skey {where}",
-                args,
-            ):
-                out.append((ItemPath("tool_result", key, name), int(size), _read_id(sid)))
+            out = _text_items(c, where, args)
             if skey is None:
                 rows = c.execute("SELECT name, LENGTH(body), NULL FROM data").fetchall()
             else:
@@ -402,4 +397,24 @@ def _named(c: sqlite3.Connection, hits: list[RawHit]) -> list[RawHit]:
             ).fetchone()
             hit = dataclasses.replace(hit, session_id=None if row is None else _read_id(row[0]))
         out.append(hit)
+    return out
+
+
+def _text_items(
+    c: sqlite3.Connection, where: str, args: tuple[str, ...]
+) -> list[tuple[ItemPath, int, str | None]]:
+    """Context logs and tool results of the sessions ``where`` selects (as ``s``)."""
+    out: list[tuple[ItemPath, int, str | None]] = []
+    for key, sid, size in c.execute(
+        "SELECT s.skey, s.session_id, SUM(LENGTH(x.body)) FROM sessions s "
+        f"JOIN context_chunks x ON x.skey = s.skey {where} GROUP BY s.skey",
+        args,
+    ):
+        out.append((ItemPath("context", key, CONTEXT_FILE), int(size), _read_id(sid)))
+    for key, sid, name, size in c.execute(
+        "SELECT s.skey, s.session_id, t.name, LENGTH(t.body) FROM sessions s "
+        f"JOIN tool_results t ON t.skey = s.skey {where}",
+        args,
+    ):
+        out.append((ItemPath("tool_result", key, name), int(size), _read_id(sid)))
     return out
