@@ -412,3 +412,19 @@ def test_a_short_heredoc_body_is_kept_as_written() -> None:
     assert of("command", found) == [
         "[0] cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
     ]
+
+
+def test_files_a_listed_command_shows_cost_no_room_of_their_own() -> None:
+    # The rendering leaves out a file a listed command already shows; selection charged
+    # it anyway, and a later mention of the files (ranked first: more recent) took the
+    # room of the commands that show them.
+    span = [
+        m for n in range(30) for m in bash(f"grep -n value_{n} src/pkg/module_{n}.py", "x", n=n)
+    ]
+    ledger = ArtifactLedger().merge(extract_ledger(span))
+    mention = " ".join(f"src/pkg/module_{n}.py" for n in range(30))
+    ledger = ledger.merge(extract_ledger([Msg("a", [TextBlock(text=mention)], "assistant")]))
+    budget = COUNTER.count_text(ledger.render()) + 40
+    chosen = ledger.select(COUNTER, budget)
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 30
+    assert COUNTER.count_text(chosen.render()) <= budget

@@ -223,7 +223,7 @@ async def _command_spans(first: int, second: int) -> tuple[Msg, list[str]]:
 async def test_a_part_without_room_for_the_new_facts_becomes_a_rewrite() -> None:
     # The first summary's ledger leaves room for a part, but not for all the new commands
     # a rewrite would list: appending would lose some, so the compaction rewrites.
-    layer, compressed = await _command_spans(14, 14)
+    layer, compressed = await _command_spans(20, 20)
     assert len(SummaryLayer.from_msg(layer).parts) == 1
     assert all(c in layer.text for c in compressed)
 

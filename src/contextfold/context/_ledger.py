@@ -47,6 +47,8 @@ _HEADINGS: dict[LedgerKind, str] = {
 }
 _INLINE: frozenset[LedgerKind] = frozenset({"edit", "file", "symbol", "identifier"})
 """Kinds rendered as one comma-separated line rather than one item per line."""
+_SHOWN_INSIDE: frozenset[LedgerKind] = frozenset({"file", "identifier"})
+"""Kinds :meth:`ArtifactLedger.render` leaves out when a listed command shows them."""
 
 _MAX_STORED = 600
 """Entries carried in the summary's metadata at most (beyond the rendered ones, for ranking)."""
@@ -130,23 +132,39 @@ class ArtifactLedger(BaseModel):
         summary keeps word for word) are left out: the request already shows them."""
         chosen: list[LedgerEntry] = []
         used = counter.count_text(_TITLE) + 8
-        if any(e.kind == "command" for e in self.entries):
+        commands = [e.text for e in self.entries if e.kind == "command"]
+        if commands:
             used += counter.count_text(_dropped_line(99_999, readback=True)) + 2  # its room
         per_kind: dict[str, int] = {}
         dropped = self.dropped
-        for entry in _ranked(self.entries):
-            if stated and entry.kind != "command" and _stated(entry.text, stated):
-                continue
+        inside: list[LedgerEntry] = []  # files and names a command shows: free if it is listed
+
+        def take(entry: LedgerEntry) -> None:
+            nonlocal used, dropped
             taken = per_kind.get(entry.kind, 0)
             cost = counter.count_text(_listed(_item(entry))) + 1
             if not taken:
                 cost += counter.count_text(_HEADINGS[entry.kind]) + 3
             if taken >= _KIND_CAP.get(entry.kind, budget) or used + cost > budget:
                 dropped += entry.kind == "command"
-                continue
+                return
             chosen.append(entry)
             per_kind[entry.kind] = taken + 1
             used += cost
+
+        for entry in _ranked(self.entries):
+            if stated and entry.kind != "command" and _stated(entry.text, stated):
+                continue
+            if entry.kind in _SHOWN_INSIDE and any(entry.text in c for c in commands):
+                inside.append(entry)  # decided once the commands are
+                continue
+            take(entry)
+        shown = [e.text for e in chosen if e.kind == "command"]
+        for entry in inside:
+            if any(entry.text in c for c in shown):
+                chosen.append(entry)  # the rendering leaves it out: it costs nothing
+            else:
+                take(entry)
         order = {id(e): i for i, e in enumerate(self.entries)}
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions, dropped=dropped)
