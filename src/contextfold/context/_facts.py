@@ -27,6 +27,7 @@ __all__ = [
     "files",
     "identifiers",
     "numbers",
+    "outline",
     "shell_lines",
     "symbols",
 ]
@@ -42,7 +43,7 @@ _COMMAND_LINE = 600
 
 _SHORT_BODY = 3
 _SHORT_BODY_CHARS = 160
-"""A heredoc body of at most this many lines and characters is kept as written."""
+"""A heredoc body of at most this many lines and characters is never outlined."""
 
 # A relative path's extension holds a letter: ``-0.05/0.055`` is a ratio, not a file.
 _PATH = re.compile(
@@ -134,10 +135,11 @@ def shell_lines(command: str) -> list[str]:
 
 
 def command_lines(command: str) -> list[str]:
-    """The lines of a shell command as the agent typed them, each heredoc body (the text
-    of a file being written, say) longer than a few short lines replaced by one line that
-    counts its lines: the command stays recognisable and runnable in outline, and the body
-    stays in the saved messages. A short body costs about what its count would: it stays."""
+    """The lines of a shell command as the agent typed them, each cut to a length, heredoc
+    bodies (the text of a file being written, say) included with their indentation and
+    without blank lines: a file the agent wrote is its work, and a body replaced by a
+    count is lost from every later request. :func:`outline` shortens the bodies when the
+    ledger lacks room for them."""
     out: list[str] = []
     lines = command.splitlines()
     i = 0
@@ -151,15 +153,48 @@ def command_lines(command: str) -> list[str]:
             start = i
             while i < len(lines) and lines[i].strip() != end:
                 i += 1
-            body = [b.strip() for b in lines[start:i]]
-            if len(body) <= _SHORT_BODY and sum(map(len, body)) <= _SHORT_BODY_CHARS:
-                out.extend(clip(b, _COMMAND_LINE) for b in body if b)
-            elif body:
-                out.append(f"[{len(body)} heredoc lines]")
+            out.extend(_body_line(b) for b in lines[start:i] if b.strip())
             if i < len(lines):
                 out.append(end)
             i += 1  # the terminator line
     return out
+
+
+def _body_line(line: str) -> str:
+    """A heredoc body line: its indentation kept (Python is written this way), the rest
+    cut like a command line."""
+    text = line.rstrip()
+    indent = text[: len(text) - len(text.lstrip())].replace("\t", "    ")
+    return indent + clip(text, _COMMAND_LINE)
+
+
+def outline(listed: str) -> str:
+    """A command as :func:`command_lines` lists it (lines joined, a status first or not),
+    each heredoc body longer than a few short lines replaced by one line that counts its
+    lines: the command stays recognisable and runnable in outline, and the body stays in
+    the saved messages. A short body costs about what its count would: it stays."""
+    lines = listed.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        out.append(line)
+        for match in _HEREDOC.finditer(line):
+            end = match.group(2)
+            start = i
+            while i < len(lines) and lines[i].strip() != end:
+                i += 1
+            body = lines[start:i]
+            chars = sum(len(b.strip()) for b in body)
+            if len(body) <= _SHORT_BODY and chars <= _SHORT_BODY_CHARS:
+                out.extend(body)
+            elif body:
+                out.append(f"[{len(body)} heredoc lines]")
+            if i < len(lines):
+                out.append(lines[i])
+            i += 1  # the terminator line
+    return "\n".join(out)
 
 
 def command_of(arguments: Mapping[str, Any]) -> str | None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel
 
 from ..token import TokenCounter
-from ._facts import LedgerKind, extract_ledger
+from ._facts import LedgerKind, extract_ledger, outline
 
 __all__ = ["ArtifactLedger", "LedgerEntry", "LedgerKind", "extract_ledger"]
 
@@ -82,6 +82,9 @@ class LedgerEntry(BaseModel):
     """In how many compactions the fact was seen."""
     count: int = 1
     """How often it was seen in all (a command: how often it was run)."""
+    outlined: bool = False
+    """A command listed with its long heredoc bodies counted, not written out: the
+    ledger lacked room for them (:meth:`ArtifactLedger.select` decides)."""
 
 
 class ArtifactLedger(BaseModel):
@@ -132,7 +135,15 @@ class ArtifactLedger(BaseModel):
         summary keeps word for word) are left out: the request already shows them."""
         chosen: list[LedgerEntry] = []
         used = counter.count_text(_TITLE) + 8
-        commands = [e.text for e in self.entries if e.kind == "command"]
+        # Commands are chosen in outline; their heredoc bodies come back below, newest
+        # first, as far as the room left allows.
+        entries = [
+            e.model_copy(update={"outlined": outline(e.text) != e.text})
+            if e.kind == "command"
+            else e
+            for e in self.entries
+        ]
+        commands = [e.text for e in entries if e.kind == "command"]
         if commands:
             used += counter.count_text(_dropped_line(99_999, readback=True)) + 2  # its room
         per_kind: dict[str, int] = {}
@@ -152,20 +163,28 @@ class ArtifactLedger(BaseModel):
             per_kind[entry.kind] = taken + 1
             used += cost
 
-        for entry in _ranked(self.entries):
+        for entry in _ranked(entries):
             if stated and entry.kind != "command" and _stated(entry.text, stated):
                 continue
             if entry.kind in _SHOWN_INSIDE and any(entry.text in c for c in commands):
                 inside.append(entry)  # decided once the commands are
                 continue
             take(entry)
-        shown = [e.text for e in chosen if e.kind == "command"]
+        shown = [_item(e) for e in chosen if e.kind == "command"]
         for entry in inside:
             if any(entry.text in c for c in shown):
                 chosen.append(entry)  # the rendering leaves it out: it costs nothing
             else:
                 take(entry)
-        order = {id(e): i for i, e in enumerate(self.entries)}
+        order = {id(e): i for i, e in enumerate(entries)}
+        outlined = [e for e in chosen if e.outlined]
+        for entry in sorted(outlined, key=lambda e: (-e.last, -order[id(e)])):
+            extra = counter.count_text(_listed(entry.text)) - counter.count_text(
+                _listed(_item(entry))
+            )
+            if used + extra <= budget:
+                entry.outlined = False
+                used += extra
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions, dropped=dropped)
 
@@ -179,7 +198,7 @@ class ArtifactLedger(BaseModel):
         """
         if not self.entries:
             return ""
-        commands = [e.text for e in self.entries if e.kind == "command"]
+        commands = [_item(e) for e in self.entries if e.kind == "command"]
         changed = {e.text for e in self.entries if e.kind == "edit"}
         lines = [_TITLE if readback else _TITLE_NO_READBACK]
         for kind in _ORDER:
@@ -234,10 +253,12 @@ def _rerun(seen: str, again: str) -> tuple[str, bool]:
 
 
 def _item(entry: LedgerEntry) -> str:
-    """One entry as listed: a command run more than once says how often."""
-    if entry.kind == "command" and entry.count > 1:
-        return f"{entry.text} (run {entry.count} times)"
-    return entry.text
+    """One entry as listed: a command in outline when it is outlined, and saying how
+    often it ran when more than once."""
+    if entry.kind != "command":
+        return entry.text
+    text = outline(entry.text) if entry.outlined else entry.text
+    return f"{text} (run {entry.count} times)" if entry.count > 1 else text
 
 
 def _listed(item: str) -> str:
