@@ -478,3 +478,20 @@ def test_a_parts_outlined_command_stays_outlined_in_the_layers_ledger() -> None:
     new, layer = got
     assert "[31 heredoc lines]" in new.render()
     assert "[31 heredoc lines]" in layer.render()
+
+
+def test_the_commands_run_outrank_what_later_compactions_only_read_or_named() -> None:
+    # A command is the record of a step (and names the files and functions it touched);
+    # ranked by recency with the rest, each later compaction's file and function names
+    # pushed the earlier commands out at the next rewrite (pytest-6197 at 16k lost 24).
+    span = [m for n in range(8) for m in bash(f"sed -n '{n}0,{n}9p' src/mod.py", "x", n=n)]
+    ledger = ArtifactLedger().merge(extract_ledger(span))
+    for n in range(6):  # later compactions that only name files and functions
+        ledger = ledger.merge(
+            [("file", f"read/f{n}_{i}.py") for i in range(20)]
+            + [("symbol", f"helper_{n}_{i}") for i in range(10)]
+        )
+    commands = ArtifactLedger(entries=[e for e in ledger.entries if e.kind == "command"])
+    chosen = ledger.select(COUNTER, budget=COUNTER.count_text(commands.render()) + 60)
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 8
+    assert "read/f5_19.py" in [e.text for e in chosen.entries]  # the newest fill the rest

@@ -295,14 +295,17 @@ def _stated(fact: str, text: str) -> bool:
     return False
 
 
-_FIRST: dict[LedgerKind, int] = {"edit": 0, "error": 1}
+_FIRST: dict[LedgerKind, int] = {"edit": 0, "error": 1, "command": 2}
 """Kinds ranked before all others, whenever seen: the files the agent changed and the
-errors it met are its work; what it only listed or read is context."""
+errors it met are its work, and the commands it ran are the record of its steps (each
+names the files and functions it touched); what it only listed, read or named is
+context."""
 
 
 def _ranked(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
-    """Files the agent changed first, whenever it changed them (they are its work); then
-    the most recent compaction first, then most used, then by kind, newest first."""
+    """Files the agent changed first, whenever it changed them (they are its work), then
+    the errors it met and the commands it ran; within each, and for the rest, the most
+    recent compaction first, then most used, then by kind, newest first."""
     indexed = list(enumerate(entries))
     indexed.sort(
         key=lambda p: (
