@@ -203,12 +203,12 @@ async def _commands(engine: ContextEngine, prefix: str, n: int) -> list[str]:
 async def _command_spans(first: int, second: int) -> tuple[Msg, list[str]]:
     """Two compactions over spans of ``first`` then ``second`` distinct commands: the
     summary, and the commands of the second span that were compressed. The ledger's budget
-    does not grow here (``ledger_max_ratio`` at ``ledger_ratio``): the room rule alone."""
+    does not grow here (``ledger_max_ratio`` at ``ledger_ratio``, 0.1): the room rule alone."""
     engine, _ = make_engine(
         [PART, PART],
         context_size=4000,
         offloader=RecordingOffloader(),
-        layer=LayerConfig(update="append", ledger_max_ratio=0.1),
+        layer=LayerConfig(update="append", ledger_ratio=0.1, ledger_max_ratio=0.1),
     )
     await _commands(engine, "first", first)
     await engine.compress(SYSTEM, force=True)
