@@ -495,3 +495,18 @@ def test_the_commands_run_outrank_what_later_compactions_only_read_or_named() ->
     chosen = ledger.select(COUNTER, budget=COUNTER.count_text(commands.render()) + 60)
     assert len([e for e in chosen.entries if e.kind == "command"]) == 8
     assert "read/f5_19.py" in [e.text for e in chosen.entries]  # the newest fill the rest
+
+
+def test_a_long_command_line_is_listed_whole_while_there_is_room() -> None:
+    # A one-line sed inserting a function runs past 600 characters: cut there at
+    # extraction, it was lost from every later request whatever the room.
+    body = "\\n".join(f"    value_{i} = compute({i})" for i in range(60))
+    command = f"sed -i '12i\\{body}' src/pkg/module.py"
+    assert len(command) > 900
+    ledger = ArtifactLedger().merge(extract_ledger(bash(command, "", n=1)))
+    assert _collapsed(command) in _collapsed(ledger.select(COUNTER, 1200).render())
+    short = ledger.select(COUNTER, 400)
+    text = short.render()
+    assert _collapsed(command) not in _collapsed(text)
+    assert "sed -i '12i" in text
+    assert COUNTER.count_text(text) <= 400
