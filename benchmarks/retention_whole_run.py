@@ -19,8 +19,8 @@ from contextfold's ledger). Rows:
   (``_trivial``).
 
 Every summary is capped at the same budget: contextfold's own summary-layer budget at the
-window (6,000 tokens at 16k); the paste row is also run at contextfold's ledger budget
-(10% of the window, 1,600 tokens).
+window (6,000 tokens at 16k); the paste row is also run at 10% of the window (1,600
+tokens: the ledger's first budget until ``ledger_ratio`` became 0.2).
 
 Run: ``python -m benchmarks.retention_whole_run [--json PATH] [--limit N] [--no-agentscope]``
 (the AgentScope rows need ``pip install agentscope==2.0.11``, best in a separate venv).

@@ -148,7 +148,7 @@ def test_the_metadata_check_catches_a_bypass(bypass: str) -> None:
 
 
 def test_the_ledger_budget_grows_with_the_run_up_to_its_ceiling() -> None:
-    config = ContextConfig()
+    config = ContextConfig(layer=LayerConfig(ledger_ratio=0.1))
     grown = [ledger_budget(config, 16_000, n) for n in range(8)]
     assert grown[:7] == [1600, 2000, 2400, 2800, 3200, 3600, 4000]
     assert grown[-1] == 4000
@@ -156,3 +156,36 @@ def test_the_ledger_budget_grows_with_the_run_up_to_its_ceiling() -> None:
     assert ledger_budget(fixed, 16_000, 5) == 1600  # never below ledger_ratio
     small = ContextConfig(trigger_ratio=0.3)
     assert ledger_budget(small, 16_000, 8) == summary_budget(small, 16_000) * 3 // 4
+
+
+def test_a_long_runs_commands_are_not_dropped_by_a_ledger_still_growing() -> None:
+    # A command a rewrite drops is lost from every later request, and growing from a
+    # tenth of the window dropped them at the early rewrites of the long runs (whole-run
+    # commands at 16k: 92% kept). By default the ledger starts where a span of seventy
+    # commands fits and reaches its ceiling at the next compaction.
+    from contextfold.context._facts import extract_ledger
+    from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
+
+    span: list[Msg] = []
+    for n in range(70):
+        command = f"grep -n 'def handler_{n}' src/package/module_{n}.py | head -n 20"
+        span.append(
+            Msg(
+                "a",
+                [ToolCallBlock(id=f"c{n}", name="bash", input={"command": command})],
+                "assistant",
+            )
+        )
+        span.append(
+            Msg(
+                "t",
+                [ToolResultBlock(id=f"c{n}", name="bash", output="x", metadata={"returncode": 0})],
+                "user",
+            )
+        )
+    config, counter = ContextConfig(), OpenAITokenCounter()
+    ledger = ArtifactLedger().merge(extract_ledger(span))
+    assert counter.count_text(ledger.render()) > 1600
+    chosen = ledger.select(counter, ledger_budget(config, 16_000, 0))
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 70
+    assert ledger_budget(config, 16_000, 1) == 4000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.context._facts import LedgerKind, extract_ledger, shell_lines
+from contextfold.context._facts import LedgerKind, extract_ledger, outline, shell_lines
 from contextfold.context._ledger import ArtifactLedger
 from contextfold.context._summarizer import transcript_entry
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -54,15 +54,16 @@ def test_ledger_extracts_paths_commands_errors_and_symbols() -> None:
     assert of("symbol", found) == ["prepare_body"]
 
 
-def test_commands_carry_their_exit_status_and_leave_heredoc_bodies_out() -> None:
+def test_commands_carry_their_exit_status_and_heredoc_bodies_in_outline_on_demand() -> None:
     script = (
         "cat <<'EOF' > repro.py\nimport sys\nx = 1\ny = 2\nprint(x | y)\nEOF\n"
         "python repro.py && echo ok"
     )
     found = extract_ledger([*bash(script, "Traceback ...\nValueError: bad", n=1, returncode=1)])
-    assert of("command", found) == [
+    assert of("command", found) == [f"[1] {script}"]
+    assert outline(of("command", found)[0]) == (
         "[1] cat <<'EOF' > repro.py\n[4 heredoc lines]\nEOF\npython repro.py && echo ok"
-    ]
+    )
     assert of("error", found) == ["ValueError: bad"]
 
 
@@ -339,16 +340,19 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_a_multi_line_command_is_listed_as_typed_with_heredoc_bodies_counted() -> None:
-    # Joined with " ; " the model saw commands it never typed; a heredoc's text is counted,
-    # not lost silently, and what follows the terminator stays.
+def test_a_multi_line_command_is_listed_as_typed_with_heredoc_bodies() -> None:
+    # Joined with " ; " the model saw commands it never typed; a heredoc's text is written
+    # out (counted when the ledger lacks room), and what follows the terminator stays.
     typed = "git checkout src/a.py\npytest -c /dev/null tests/test_a.py"
     script = "cat <<'EOF' > repro.py\nimport sys\na = 1\nb = 2\nprint(a, b)\nEOF\npython repro.py"
     found = [*bash(typed, "ok", n=1), *bash(script, "1", n=2)]
     text = ArtifactLedger().merge(extract_ledger(found)).render()
     assert "- [0] git checkout src/a.py\n  pytest -c /dev/null tests/test_a.py" in text
     assert _collapsed(typed) in _collapsed(text)
-    assert "- [0] cat <<'EOF' > repro.py\n  [4 heredoc lines]\n  EOF\n  python repro.py" in text
+    assert (
+        "- [0] cat <<'EOF' > repro.py\n  import sys\n  a = 1\n  b = 2\n  print(a, b)\n  EOF\n"
+        in text
+    )
 
 
 def test_a_command_run_again_is_listed_once_with_its_statuses_and_runs() -> None:
@@ -412,3 +416,97 @@ def test_a_short_heredoc_body_is_kept_as_written() -> None:
     assert of("command", found) == [
         "[0] cat <<'EOF' > setup.cfg\n[flake8]\nmax-line-length = 100\nEOF"
     ]
+
+
+def test_files_a_listed_command_shows_cost_no_room_of_their_own() -> None:
+    # The rendering leaves out a file a listed command already shows; selection charged
+    # it anyway, and a later mention of the files (ranked first: more recent) took the
+    # room of the commands that show them.
+    span = [
+        m for n in range(30) for m in bash(f"grep -n value_{n} src/pkg/module_{n}.py", "x", n=n)
+    ]
+    ledger = ArtifactLedger().merge(extract_ledger(span))
+    mention = " ".join(f"src/pkg/module_{n}.py" for n in range(30))
+    ledger = ledger.merge(extract_ledger([Msg("a", [TextBlock(text=mention)], "assistant")]))
+    budget = COUNTER.count_text(ledger.render()) + 40
+    chosen = ledger.select(COUNTER, budget)
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 30
+    assert COUNTER.count_text(chosen.render()) <= budget
+
+
+def test_a_heredoc_body_is_listed_as_written_while_there_is_room() -> None:
+    # A file the agent wrote through a heredoc is its work: counting its lines lost it
+    # from every later request (about 165 commands of the 44 runs at 16k).
+    script = (
+        "cat <<'EOF' > repro.py\nimport sys\n\ndef main():\n    print(sys.argv)\n"
+        "    return 0\nEOF\npython repro.py"
+    )
+    ledger = ArtifactLedger().merge(extract_ledger(bash(script, "[]", n=1))).select(COUNTER, 400)
+    text = ledger.render()
+    assert "  import sys\n  def main():\n      print(sys.argv)\n      return 0\n  EOF" in text
+    assert _collapsed(script) in _collapsed(text)
+
+
+def test_heredoc_bodies_are_outlined_oldest_first_when_room_is_short() -> None:
+    def script(name: str) -> str:
+        body = "\n".join(f"    value_{name}_{i} = compute({i})" for i in range(12))
+        return f"cat <<'EOF' > {name}.py\ndef f():\n{body}\nEOF\npython {name}.py"
+
+    ledger = ArtifactLedger().merge(extract_ledger(bash(script("old"), "", n=1)))
+    ledger = ledger.merge(extract_ledger(bash(script("new"), "", n=2)))
+    whole = COUNTER.count_text(ledger.render())
+    chosen = ledger.select(COUNTER, whole - 60)
+    text = chosen.render()
+    assert _collapsed(script("new")) in _collapsed(text)
+    assert "cat <<'EOF' > old.py\n  [13 heredoc lines]\n  EOF\n  python old.py" in text
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 2
+    assert COUNTER.count_text(text) <= whole - 60
+
+
+def test_a_parts_outlined_command_stays_outlined_in_the_layers_ledger() -> None:
+    # The layer's ledger measures the room left for the next part by rendering what the
+    # parts list: a body a part outlined, rendered whole there, left too little room.
+    from contextfold.context._summary import part_ledger
+
+    body = "\n".join(f"    value_{i} = compute({i})" for i in range(30))
+    script = f"cat <<'EOF' > gen.py\ndef f():\n{body}\nEOF\npython gen.py"
+    earlier = ArtifactLedger().merge(extract_ledger(bash("ls src", "a.py", n=1)))
+    found = extract_ledger(bash(script, "", n=2))
+    rewrite = earlier.merge(found).select(COUNTER, 120)
+    got = part_ledger(earlier, found, COUNTER, 120, rewrite=rewrite)
+    assert got is not None
+    new, layer = got
+    assert "[31 heredoc lines]" in new.render()
+    assert "[31 heredoc lines]" in layer.render()
+
+
+def test_the_commands_run_outrank_what_later_compactions_only_read_or_named() -> None:
+    # A command is the record of a step (and names the files and functions it touched);
+    # ranked by recency with the rest, each later compaction's file and function names
+    # pushed the earlier commands out at the next rewrite (pytest-6197 at 16k lost 24).
+    span = [m for n in range(8) for m in bash(f"sed -n '{n}0,{n}9p' src/mod.py", "x", n=n)]
+    ledger = ArtifactLedger().merge(extract_ledger(span))
+    for n in range(6):  # later compactions that only name files and functions
+        ledger = ledger.merge(
+            [("file", f"read/f{n}_{i}.py") for i in range(20)]
+            + [("symbol", f"helper_{n}_{i}") for i in range(10)]
+        )
+    commands = ArtifactLedger(entries=[e for e in ledger.entries if e.kind == "command"])
+    chosen = ledger.select(COUNTER, budget=COUNTER.count_text(commands.render()) + 60)
+    assert len([e for e in chosen.entries if e.kind == "command"]) == 8
+    assert "read/f5_19.py" in [e.text for e in chosen.entries]  # the newest fill the rest
+
+
+def test_a_long_command_line_is_listed_whole_while_there_is_room() -> None:
+    # A one-line sed inserting a function runs past 600 characters: cut there at
+    # extraction, it was lost from every later request whatever the room.
+    body = "\\n".join(f"    value_{i} = compute({i})" for i in range(60))
+    command = f"sed -i '12i\\{body}' src/pkg/module.py"
+    assert len(command) > 900
+    ledger = ArtifactLedger().merge(extract_ledger(bash(command, "", n=1)))
+    assert _collapsed(command) in _collapsed(ledger.select(COUNTER, 1200).render())
+    short = ledger.select(COUNTER, 400)
+    text = short.render()
+    assert _collapsed(command) not in _collapsed(text)
+    assert "sed -i '12i" in text
+    assert COUNTER.count_text(text) <= 400

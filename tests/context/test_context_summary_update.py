@@ -203,12 +203,12 @@ async def _commands(engine: ContextEngine, prefix: str, n: int) -> list[str]:
 async def _command_spans(first: int, second: int) -> tuple[Msg, list[str]]:
     """Two compactions over spans of ``first`` then ``second`` distinct commands: the
     summary, and the commands of the second span that were compressed. The ledger's budget
-    does not grow here (``ledger_max_ratio`` at ``ledger_ratio``): the room rule alone."""
+    does not grow here (``ledger_max_ratio`` at ``ledger_ratio``, 0.1): the room rule alone."""
     engine, _ = make_engine(
         [PART, PART],
         context_size=4000,
         offloader=RecordingOffloader(),
-        layer=LayerConfig(update="append", ledger_max_ratio=0.1),
+        layer=LayerConfig(update="append", ledger_ratio=0.1, ledger_max_ratio=0.1),
     )
     await _commands(engine, "first", first)
     await engine.compress(SYSTEM, force=True)
@@ -223,7 +223,7 @@ async def _command_spans(first: int, second: int) -> tuple[Msg, list[str]]:
 async def test_a_part_without_room_for_the_new_facts_becomes_a_rewrite() -> None:
     # The first summary's ledger leaves room for a part, but not for all the new commands
     # a rewrite would list: appending would lose some, so the compaction rewrites.
-    layer, compressed = await _command_spans(14, 14)
+    layer, compressed = await _command_spans(20, 20)
     assert len(SummaryLayer.from_msg(layer).parts) == 1
     assert all(c in layer.text for c in compressed)
 
@@ -260,3 +260,38 @@ async def test_a_part_too_long_for_the_room_left_becomes_a_rewrite() -> None:
     assert len(asked) == 3
     assert DEFAULT_SUMMARY_UPDATE_PROMPT in "\n".join(m.text for m in asked[1].messages)
     assert DEFAULT_SUMMARY_UPDATE_PROMPT not in "\n".join(m.text for m in asked[2].messages)
+
+
+async def _rewrite_of_commands(fields: dict[str, str]) -> tuple[Msg, list[str], ContextEngine]:
+    """One rewritten summary over 40 distinct commands, the ledger's own budget far below
+    them (``ledger_ratio`` 0.03 of 4,000: 120 tokens), the summary's 1,500."""
+    engine, _ = make_engine(
+        [fields],
+        context_size=4000,
+        offloader=RecordingOffloader(),
+        layer=LayerConfig(update="rewrite", ledger_ratio=0.03, ledger_max_ratio=0.03),
+    )
+    commands = await _commands(engine, "grown", 40)
+    await engine.compress(SYSTEM, force=True)
+    assert engine.summary is not None
+    compressed = [c for c in commands if c not in kept_commands(engine)]
+    return engine.summary, compressed, engine
+
+
+async def test_the_ledger_grows_into_the_room_the_summarizers_fields_leave() -> None:
+    # Fields the summarizer left short (the `none` summarizer: empty) leave most of the
+    # summary's budget unused while the ledger drops commands at its own budget; each one
+    # dropped is lost from every later request.
+    empty = dict.fromkeys(summary(), "")
+    layer, compressed, engine = await _rewrite_of_commands(empty)
+    assert len(compressed) >= 30
+    assert all(c in layer.text for c in compressed)
+    counter = engine.counter
+    assert counter.count_message(layer) <= summary_budget(ContextConfig(), 4000)
+
+
+async def test_the_ledger_never_grows_into_the_fields_room() -> None:
+    full = summary(important_discoveries=words(1200, "found"))
+    layer, compressed, _ = await _rewrite_of_commands(full)
+    assert full["important_discoveries"] in layer.text  # uncut
+    assert not all(c in layer.text for c in compressed)

@@ -18,8 +18,11 @@ as typed (lines, not " ; "; heredoc bodies counted), a rerun once with its statu
 how many commands it left out, capped errors, left out what the kept user messages state,
 and grew its budget with the run (issue 26): 36, 36, 13 and 13 runs, every run that
 compacts; then when a short heredoc body (3 lines, 160 characters at most) stayed as
-written and the ledger grew to ``ledger_max_ratio=0.25``: 11, 11, 5 and 5 runs. The
-compression prompt states the
+written and the ledger grew to ``ledger_max_ratio=0.25``: 11, 11, 5 and 5 runs. Then
+when the ledger kept what the agent ran over the whole run (issue 26: heredoc bodies and
+long lines as written, outlined oldest first when room is short; commands ranked after
+edits and errors; ``ledger_ratio`` 0.2; a rewrite's ledger grown into the room the fields
+leave): 36, 36, 13 and 13 runs. The compression prompt states the
 time, whose tokens decide where a few requests are cut: it is fixed here.
 """
 

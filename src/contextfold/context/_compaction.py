@@ -23,6 +23,7 @@ from ..message import Msg, ToolResultBlock
 from ..token import TokenCounter
 from ._config import ContextConfig
 from ._layer import SummaryLayer, summary_budget
+from ._ledger import ArtifactLedger
 from ._plan import CompactionPlan, SummaryPlan, protected_start
 from ._summarizer import Summarizer, SummaryRequest, SummaryResult
 from ._summary import compose_summary, fallback_summary, part_fields
@@ -322,6 +323,51 @@ def _appended(
     )
 
 
+_MIN_GROWTH = 32
+"""Tokens of room left under the summary's budget below which the ledger is not grown."""
+
+
+def _grown(
+    ledger: ArtifactLedger,
+    text: str,
+    result: SummaryResult,
+    plan: SummaryPlan,
+    ref: str | None,
+    compressed: int,
+    config: ContextConfig,
+    run: Execution,
+) -> tuple[ArtifactLedger, str]:
+    """The ledger and text of a rewritten summary, the ledger grown into the room the
+    summarizer's fields leave under the summary's budget: a fact the ledger drops is lost
+    from every later request, while the room is sent empty. The fields come first: the
+    grown text is taken only when the fields fit in it uncut."""
+    counter, budget = run.counter, summary_budget(config, run.context_size)
+    room = budget - counter.count_text(text)
+    if plan.pool is None or room < _MIN_GROWTH:
+        return ledger, text
+    stated = "\n".join(plan.requests)
+    grown = plan.pool.select(counter, counter.count_text(ledger.render()) + room, stated)
+    if grown == ledger:
+        return ledger, text
+    longer = compose_summary(
+        result.fields,
+        config=config,
+        counter=counter,
+        size=run.context_size,
+        ledger=grown,
+        ref=ref,
+        compressed=compressed,
+        uncovered=result.uncovered,
+        cut=result.cut,
+        budget=sys.maxsize,  # uncut: taken only if it fits as it is
+        requests=plan.requests,
+        readback=run.readback,
+    )
+    if counter.count_text(longer) > budget:
+        return ledger, text
+    return grown, longer
+
+
 def _rewritten(
     result: SummaryResult | None,
     error: Exception | None,
@@ -350,6 +396,7 @@ def _rewritten(
             requests=requests,
             readback=run.readback,
         )
+        ledger, text = _grown(ledger, text, result, plan, ref, compressed, config, run)
         return SummaryLayer(
             parts=(text,), ledger=ledger, fields=result.fields, refs=refs, requests=requests
         )

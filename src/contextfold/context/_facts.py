@@ -27,6 +27,7 @@ __all__ = [
     "files",
     "identifiers",
     "numbers",
+    "outline",
     "shell_lines",
     "symbols",
 ]
@@ -38,11 +39,15 @@ _LINE = 200
 """Characters kept of one error line, constraint or path."""
 
 _COMMAND_LINE = 600
-"""Characters kept of one command line (chained commands run long)."""
+"""Characters of one command line a command in outline shows (chained commands run long)."""
+
+_WHOLE_LINE = 8000
+"""Characters kept of one command line: a one-line edit (``sed -i '12i...'``) runs past
+:data:`_COMMAND_LINE`, and cut at extraction it would be lost whatever the room."""
 
 _SHORT_BODY = 3
 _SHORT_BODY_CHARS = 160
-"""A heredoc body of at most this many lines and characters is kept as written."""
+"""A heredoc body of at most this many lines and characters is never outlined."""
 
 # A relative path's extension holds a letter: ``-0.05/0.055`` is a ratio, not a file.
 _PATH = re.compile(
@@ -134,10 +139,11 @@ def shell_lines(command: str) -> list[str]:
 
 
 def command_lines(command: str) -> list[str]:
-    """The lines of a shell command as the agent typed them, each heredoc body (the text
-    of a file being written, say) longer than a few short lines replaced by one line that
-    counts its lines: the command stays recognisable and runnable in outline, and the body
-    stays in the saved messages. A short body costs about what its count would: it stays."""
+    """The lines of a shell command as the agent typed them (each within a length), heredoc
+    bodies (the text of a file being written, say) included with their indentation and
+    without blank lines: a file the agent wrote is its work, and a body replaced by a
+    count is lost from every later request. :func:`outline` shortens the bodies when the
+    ledger lacks room for them."""
     out: list[str] = []
     lines = command.splitlines()
     i = 0
@@ -145,21 +151,56 @@ def command_lines(command: str) -> list[str]:
         line = lines[i].strip()
         i += 1
         if line:
-            out.append(clip(line, _COMMAND_LINE))
+            out.append(clip(line, _WHOLE_LINE))
         for match in _HEREDOC.finditer(line):
             end = match.group(2)
             start = i
             while i < len(lines) and lines[i].strip() != end:
                 i += 1
-            body = [b.strip() for b in lines[start:i]]
-            if len(body) <= _SHORT_BODY and sum(map(len, body)) <= _SHORT_BODY_CHARS:
-                out.extend(clip(b, _COMMAND_LINE) for b in body if b)
-            elif body:
-                out.append(f"[{len(body)} heredoc lines]")
+            out.extend(_body_line(b) for b in lines[start:i] if b.strip())
             if i < len(lines):
                 out.append(end)
             i += 1  # the terminator line
     return out
+
+
+def _body_line(line: str) -> str:
+    """A heredoc body line: its indentation kept (Python is written this way), the rest
+    cut like a command line."""
+    text = line.rstrip()
+    indent = text[: len(text) - len(text.lstrip())].replace("\t", "    ")
+    return indent + clip(text, _WHOLE_LINE)
+
+
+def outline(listed: str) -> str:
+    """A command as :func:`command_lines` lists it (lines joined, a status first or not),
+    each heredoc body longer than a few short lines replaced by one line that counts its
+    lines, and each line cut to :data:`_COMMAND_LINE` characters: the command stays
+    recognisable and runnable in outline, and the whole of it stays in the saved
+    messages. A short body costs about what its count would: it stays."""
+    cut = _COMMAND_LINE - 3
+    lines = [ln if len(ln) <= _COMMAND_LINE else ln[:cut] + "..." for ln in listed.split("\n")]
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        out.append(line)
+        for match in _HEREDOC.finditer(line):
+            end = match.group(2)
+            start = i
+            while i < len(lines) and lines[i].strip() != end:
+                i += 1
+            body = lines[start:i]
+            chars = sum(len(b.strip()) for b in body)
+            if len(body) <= _SHORT_BODY and chars <= _SHORT_BODY_CHARS:
+                out.extend(body)
+            elif body:
+                out.append(f"[{len(body)} heredoc lines]")
+            if i < len(lines):
+                out.append(lines[i])
+            i += 1  # the terminator line
+    return "\n".join(out)
 
 
 def command_of(arguments: Mapping[str, Any]) -> str | None:
@@ -286,7 +327,7 @@ def _command_text(command: str, result: ToolResultBlock | None) -> str:
     if result is not None:
         code = result.metadata.get("returncode")
         status = str(code) if isinstance(code, int) else ("error" if result.is_error else "ok")
-    lines = command_lines(command) or [clip(command, _COMMAND_LINE)]
+    lines = command_lines(command) or [clip(command, _WHOLE_LINE)]
     return f"[{status}] " + "\n".join(lines)
 
 

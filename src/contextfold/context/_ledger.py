@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel
 
 from ..token import TokenCounter
-from ._facts import LedgerKind, extract_ledger
+from ._facts import LedgerKind, extract_ledger, outline
 
 __all__ = ["ArtifactLedger", "LedgerEntry", "LedgerKind", "extract_ledger"]
 
@@ -47,6 +47,8 @@ _HEADINGS: dict[LedgerKind, str] = {
 }
 _INLINE: frozenset[LedgerKind] = frozenset({"edit", "file", "symbol", "identifier"})
 """Kinds rendered as one comma-separated line rather than one item per line."""
+_SHOWN_INSIDE: frozenset[LedgerKind] = frozenset({"file", "identifier"})
+"""Kinds :meth:`ArtifactLedger.render` leaves out when a listed command shows them."""
 
 _MAX_STORED = 600
 """Entries carried in the summary's metadata at most (beyond the rendered ones, for ranking)."""
@@ -80,6 +82,9 @@ class LedgerEntry(BaseModel):
     """In how many compactions the fact was seen."""
     count: int = 1
     """How often it was seen in all (a command: how often it was run)."""
+    outlined: bool = False
+    """A command listed with its long heredoc bodies counted, not written out: the
+    ledger lacked room for them (:meth:`ArtifactLedger.select` decides)."""
 
 
 class ArtifactLedger(BaseModel):
@@ -130,24 +135,56 @@ class ArtifactLedger(BaseModel):
         summary keeps word for word) are left out: the request already shows them."""
         chosen: list[LedgerEntry] = []
         used = counter.count_text(_TITLE) + 8
-        if any(e.kind == "command" for e in self.entries):
+        # Commands are chosen in outline; their heredoc bodies come back below, newest
+        # first, as far as the room left allows.
+        entries = [
+            e.model_copy(update={"outlined": outline(e.text) != e.text})
+            if e.kind == "command"
+            else e
+            for e in self.entries
+        ]
+        commands = [e.text for e in entries if e.kind == "command"]
+        if commands:
             used += counter.count_text(_dropped_line(99_999, readback=True)) + 2  # its room
         per_kind: dict[str, int] = {}
         dropped = self.dropped
-        for entry in _ranked(self.entries):
-            if stated and entry.kind != "command" and _stated(entry.text, stated):
-                continue
+        inside: list[LedgerEntry] = []  # files and names a command shows: free if it is listed
+
+        def take(entry: LedgerEntry) -> None:
+            nonlocal used, dropped
             taken = per_kind.get(entry.kind, 0)
             cost = counter.count_text(_listed(_item(entry))) + 1
             if not taken:
                 cost += counter.count_text(_HEADINGS[entry.kind]) + 3
             if taken >= _KIND_CAP.get(entry.kind, budget) or used + cost > budget:
                 dropped += entry.kind == "command"
-                continue
+                return
             chosen.append(entry)
             per_kind[entry.kind] = taken + 1
             used += cost
-        order = {id(e): i for i, e in enumerate(self.entries)}
+
+        for entry in _ranked(entries):
+            if stated and entry.kind != "command" and _stated(entry.text, stated):
+                continue
+            if entry.kind in _SHOWN_INSIDE and any(entry.text in c for c in commands):
+                inside.append(entry)  # decided once the commands are
+                continue
+            take(entry)
+        shown = [_item(e) for e in chosen if e.kind == "command"]
+        for entry in inside:
+            if any(entry.text in c for c in shown):
+                chosen.append(entry)  # the rendering leaves it out: it costs nothing
+            else:
+                take(entry)
+        order = {id(e): i for i, e in enumerate(entries)}
+        outlined = [e for e in chosen if e.outlined]
+        for entry in sorted(outlined, key=lambda e: (-e.last, -order[id(e)])):
+            extra = counter.count_text(_listed(entry.text)) - counter.count_text(
+                _listed(_item(entry))
+            )
+            if used + extra <= budget:
+                entry.outlined = False
+                used += extra
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions, dropped=dropped)
 
@@ -161,7 +198,7 @@ class ArtifactLedger(BaseModel):
         """
         if not self.entries:
             return ""
-        commands = [e.text for e in self.entries if e.kind == "command"]
+        commands = [_item(e) for e in self.entries if e.kind == "command"]
         changed = {e.text for e in self.entries if e.kind == "edit"}
         lines = [_TITLE if readback else _TITLE_NO_READBACK]
         for kind in _ORDER:
@@ -216,10 +253,12 @@ def _rerun(seen: str, again: str) -> tuple[str, bool]:
 
 
 def _item(entry: LedgerEntry) -> str:
-    """One entry as listed: a command run more than once says how often."""
-    if entry.kind == "command" and entry.count > 1:
-        return f"{entry.text} (run {entry.count} times)"
-    return entry.text
+    """One entry as listed: a command in outline when it is outlined, and saying how
+    often it ran when more than once."""
+    if entry.kind != "command":
+        return entry.text
+    text = outline(entry.text) if entry.outlined else entry.text
+    return f"{text} (run {entry.count} times)" if entry.count > 1 else text
 
 
 def _listed(item: str) -> str:
@@ -256,14 +295,17 @@ def _stated(fact: str, text: str) -> bool:
     return False
 
 
-_FIRST: dict[LedgerKind, int] = {"edit": 0, "error": 1}
+_FIRST: dict[LedgerKind, int] = {"edit": 0, "error": 1, "command": 2}
 """Kinds ranked before all others, whenever seen: the files the agent changed and the
-errors it met are its work; what it only listed or read is context."""
+errors it met are its work, and the commands it ran are the record of its steps (each
+names the files and functions it touched); what it only listed, read or named is
+context."""
 
 
 def _ranked(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
-    """Files the agent changed first, whenever it changed them (they are its work); then
-    the most recent compaction first, then most used, then by kind, newest first."""
+    """Files the agent changed first, whenever it changed them (they are its work), then
+    the errors it met and the commands it ran; within each, and for the rest, the most
+    recent compaction first, then most used, then by kind, newest first."""
     indexed = list(enumerate(entries))
     indexed.sort(
         key=lambda p: (

@@ -58,6 +58,10 @@ class SummaryPlan:
     showed and those folded now, within :func:`request_budget`)."""
     part_requests: tuple[str, ...] = ()
     """Those an appended part shows: the ones folded now, in the room the layer leaves."""
+    pool: ArtifactLedger | None = None
+    """Every fact the layer's ledger could list (``ledger`` is the best of them within the
+    ledger's budget): a rewrite lists more of them in the room the summarizer's fields
+    leave."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,8 @@ def _summary_plan(
     earlier = previous.ledger if previous is not None else ArtifactLedger()
     room = ledger_budget(config, size, earlier.compactions)
     # What the user's kept messages say word for word, the ledger need not say again.
-    ledger = earlier.merge(found).select(counter, room, "\n".join(requests))
+    pool = earlier.merge(found)
+    ledger = pool.select(counter, room, "\n".join(requests))
     part = None if previous is None else previous.room_for_part(config, size, counter)
     ledgers = (
         None
@@ -283,6 +288,7 @@ def _summary_plan(
         part_ledgers=ledgers,
         requests=requests,
         part_requests=part_requests,
+        pool=pool,
     )
 
 

@@ -98,8 +98,12 @@ def part_ledger(
     kept = {(e.kind, e.text) for e in rewrite.entries if e.last == rewrite.compactions}
     if not kept <= listed:
         return None
+    # The new facts as the part lists them (a command in outline stays so).
+    shown = {(e.kind, e.text): e for e in new.entries}
     layer = ArtifactLedger(
-        entries=[e for e in merged.entries if (e.kind, e.text) in listed],
+        entries=[
+            shown.get((e.kind, e.text), e) for e in merged.entries if (e.kind, e.text) in listed
+        ],
         compactions=merged.compactions,
         dropped=merged.dropped + new.dropped,
     )
