@@ -510,3 +510,20 @@ def test_a_long_command_line_is_listed_whole_while_there_is_room() -> None:
     assert _collapsed(command) not in _collapsed(text)
     assert "sed -i '12i" in text
     assert COUNTER.count_text(text) <= 400
+
+
+def test_a_heredoc_body_outranks_files_only_read() -> None:
+    # The body a heredoc wrote is the agent's work; the files it only read (traceback
+    # locations, a later ``ls``) are context. Bodies came back only in the room the files
+    # left, so the written files of the long runs were outlined and lost (django-16950 at
+    # 16k lost 6 of its heredocs that way).
+    body = "\n".join(f"    value_{i} = compute({i})" for i in range(20))
+    script = f"cat <<'EOF' > repro.py\ndef f():\n{body}\nEOF\npython repro.py"
+    ledger = ArtifactLedger().merge(extract_ledger(bash(script, "", n=1)))
+    ledger = ledger.merge([("file", f"/testbed/pkg/read_{i}.py:{i}") for i in range(40)])
+    whole = ArtifactLedger(entries=[e for e in ledger.entries if e.kind == "command"])
+    chosen = ledger.select(COUNTER, COUNTER.count_text(whole.render()) + 60)
+    text = chosen.render()
+    assert _collapsed(script) in _collapsed(text)
+    assert "[21 heredoc lines]" not in text
+    assert any(e.kind == "file" for e in chosen.entries)  # the files fill what is left

@@ -22,7 +22,9 @@ written and the ledger grew to ``ledger_max_ratio=0.25``: 11, 11, 5 and 5 runs. 
 when the ledger kept what the agent ran over the whole run (issue 26: heredoc bodies and
 long lines as written, outlined oldest first when room is short; commands ranked after
 edits and errors; ``ledger_ratio`` 0.2; a rewrite's ledger grown into the room the fields
-leave): 36, 36, 13 and 13 runs. The compression prompt states the
+leave): 36, 36, 13 and 13 runs. Then when the heredoc bodies the agent wrote outranked
+the files it only read, and the extractive summary stopped listing bare numbers: 4, 36, 0
+and 13 runs. The compression prompt states the
 time, whose tokens decide where a few requests are cut: it is fixed here.
 """
 

@@ -175,3 +175,16 @@ def test_summarize_items_reads_role_text_pairs_and_a_previous_summary() -> None:
     assert "ModuleNotFoundError" in fields["important_discoveries"]
     assert "src/cli/main.py" in fields["important_discoveries"]
     assert "edit src/cli/main.py next" in fields["next_steps"]
+
+
+async def test_line_numbers_and_counts_are_not_listed_as_discoveries() -> None:
+    # "Numbers: 640, 641, 642, ..." (the line numbers of an ``nl -ba`` listing) took
+    # about 100 tokens of every summary of the long runs, from the commands' room, and
+    # no later step used them (issue 26, point 6).
+    listing = "\n".join(f"   {n}\t    value = compute({n})" for n in range(640, 700))
+    msgs = _exchange("nl -ba src/pkg/mod.py | sed -n '640,699p'", listing, n=1)
+    fields = await _summarize(msgs)
+    discoveries = str(fields["important_discoveries"])
+    assert "src/pkg/mod.py" in discoveries
+    assert "Numbers:" not in discoveries
+    assert "641" not in discoveries

@@ -2,9 +2,10 @@
 
 :class:`ExtractiveSummarizer` reads the messages to fold directly (no prompt round trip)
 and keeps what a summary must: the first user request, the last commands, error lines,
-file paths, the functions and classes defined, identifiers and numbers, and the last thing
-the assistant said. The facts are found by the patterns the artifact ledger uses
-(:mod:`._facts`). No model, no randomness; hundreds of runs replay in seconds.
+file paths, the functions and classes defined, identifiers, and the last thing the
+assistant said (not bare numbers: line numbers of a listing crowded out the commands).
+The facts are found by the patterns the artifact ledger uses (:mod:`._facts`). No model,
+no randomness; hundreds of runs replay in seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..message import HintBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
-from ._facts import command_of, extract_ledger, identifiers, numbers
+from ._facts import command_of, extract_ledger, identifiers
 from ._summarizer import SummaryRequest, SummaryResult
 
 __all__ = ["EmptySummarizer", "ExtractiveSummarizer", "extractive_summary", "summarize_items"]
@@ -38,7 +39,7 @@ _FIELD_CHARS = {
     "context_to_preserve": 1500,
 }
 # Most recent distinct items kept per kind of fact.
-_CAPS = {"errors": 12, "paths": 40, "functions": 30, "identifiers": 40, "numbers": 30}
+_CAPS = {"errors": 12, "paths": 40, "functions": 30, "identifiers": 40}
 _LAST_ACTIONS = 6
 _TRIMMED = " [...trimmed]"
 
@@ -111,14 +112,13 @@ def _one_line(text: str, chars: int) -> str:
 
 def _facts(msgs: Sequence[Msg], previous: str | None, corpus: str) -> dict[str, list[str]]:
     """The facts the ledger finds in ``msgs`` and ``previous`` (read as a user message),
-    plus identifiers and numbers anywhere in ``corpus``."""
+    plus identifiers anywhere in ``corpus``."""
     found = extract_ledger([Msg("user", previous, "user"), *msgs] if previous else msgs)
     return {
         "errors": [text for kind, text in found if kind == "error"],
         "paths": [text for kind, text in found if kind == "file"],
         "functions": [text for kind, text in found if kind == "symbol"],
         "identifiers": identifiers(corpus),
-        "numbers": numbers(corpus),
     }
 
 
@@ -162,8 +162,6 @@ def _fields(
         discoveries.append("Files: " + ", ".join(kept["paths"]))
     if kept["functions"]:
         discoveries.append("Functions: " + ", ".join(kept["functions"]))
-    if kept["numbers"]:
-        discoveries.append("Numbers: " + ", ".join(kept["numbers"]))
 
     last = next((e for e in reversed(entries) if e.role == "assistant" and e.prose), None)
     next_steps = (
@@ -233,8 +231,8 @@ class ExtractiveSummarizer:
 
     It extracts what a summary must keep from the messages themselves: the first user
     request (or the previous summary's task), the last commands, error lines from tool
-    output, file paths, the functions and classes defined, identifiers and numbers, and
-    the last thing the assistant said. Every field has a size cap, so the summary is
+    output, file paths, the functions and classes defined, identifiers, and the last thing
+    the assistant said. Every field has a size cap, so the summary is
     bounded as a model's would be. Properties of a custom schema that are not one of the
     five fields receive the whole rendered summary.
     """

@@ -129,7 +129,9 @@ class ArtifactLedger(BaseModel):
         return not self.entries
 
     def select(self, counter: TokenCounter, budget: int, stated: str = "") -> ArtifactLedger:
-        """The best-ranked entries whose rendering fits ``budget`` tokens.
+        """The best-ranked entries whose rendering fits ``budget`` tokens: the files
+        changed, the errors met and the commands run (in outline), then the heredoc bodies
+        the agent wrote (newest first), then what it only read or named.
 
         Facts other than commands that ``stated`` holds verbatim (the user's messages the
         summary keeps word for word) are left out: the request already shows them."""
@@ -148,7 +150,6 @@ class ArtifactLedger(BaseModel):
             used += counter.count_text(_dropped_line(99_999, readback=True)) + 2  # its room
         per_kind: dict[str, int] = {}
         dropped = self.dropped
-        inside: list[LedgerEntry] = []  # files and names a command shows: free if it is listed
 
         def take(entry: LedgerEntry) -> None:
             nonlocal used, dropped
@@ -163,28 +164,31 @@ class ArtifactLedger(BaseModel):
             per_kind[entry.kind] = taken + 1
             used += cost
 
+        order = {id(e): i for i, e in enumerate(entries)}
+        context: list[LedgerEntry] = []  # what the agent only read or named: chosen last
         for entry in _ranked(entries):
             if stated and entry.kind != "command" and _stated(entry.text, stated):
                 continue
-            if entry.kind in _SHOWN_INSIDE and any(entry.text in c for c in commands):
-                inside.append(entry)  # decided once the commands are
+            if entry.kind not in _FIRST:
+                context.append(entry)
                 continue
             take(entry)
-        shown = [_item(e) for e in chosen if e.kind == "command"]
-        for entry in inside:
-            if any(entry.text in c for c in shown):
-                chosen.append(entry)  # the rendering leaves it out: it costs nothing
-            else:
-                take(entry)
-        order = {id(e): i for i, e in enumerate(entries)}
+        # What the agent wrote (heredoc bodies) is its work: it comes back, newest first,
+        # before the files and names it only read or mentioned take the room left.
         outlined = [e for e in chosen if e.outlined]
         for entry in sorted(outlined, key=lambda e: (-e.last, -order[id(e)])):
-            extra = counter.count_text(_listed(entry.text)) - counter.count_text(
+            extra = counter.count_text(_listed(_item(entry, whole=True))) - counter.count_text(
                 _listed(_item(entry))
             )
             if used + extra <= budget:
                 entry.outlined = False
                 used += extra
+        shown = [_item(e) for e in chosen if e.kind == "command"]
+        for entry in context:
+            if entry.kind in _SHOWN_INSIDE and any(entry.text in c for c in shown):
+                chosen.append(entry)  # the rendering leaves it out: it costs nothing
+                continue
+            take(entry)
         chosen.sort(key=lambda e: order[id(e)])
         return ArtifactLedger(entries=chosen, compactions=self.compactions, dropped=dropped)
 
@@ -252,12 +256,12 @@ def _rerun(seen: str, again: str) -> tuple[str, bool]:
     return f"[{', '.join(statuses)}] {command}", True
 
 
-def _item(entry: LedgerEntry) -> str:
-    """One entry as listed: a command in outline when it is outlined, and saying how
-    often it ran when more than once."""
+def _item(entry: LedgerEntry, *, whole: bool = False) -> str:
+    """One entry as listed: a command in outline when it is outlined (unless ``whole``),
+    and saying how often it ran when more than once."""
     if entry.kind != "command":
         return entry.text
-    text = outline(entry.text) if entry.outlined else entry.text
+    text = outline(entry.text) if entry.outlined and not whole else entry.text
     return f"{text} (run {entry.count} times)" if entry.count > 1 else text
 
 
