@@ -13,6 +13,7 @@ import httpx
 
 from ._config import GatewayConfig
 from ._metrics import Metrics
+from ._pool import StackTransport
 
 __all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
 
@@ -76,6 +77,7 @@ class Upstream:
             base_url=config.upstream,
             timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
             follow_redirects=False,
+            transport=StackTransport(),
         )
 
     async def open(
