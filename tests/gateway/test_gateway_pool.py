@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -153,3 +154,17 @@ def test_the_gateway_relays_on_one_kept_alive_connection(upstream: ScriptedUpstr
     pool = app.state.gateway.upstream._client._transport._pool
     assert isinstance(pool, StackPool)
     assert pool.opened == 1
+
+
+def test_a_proxy_in_the_environment_is_still_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx routes through ``HTTPS_PROXY`` only with its own transports: with one set,
+    the gateway's client keeps them (and httpcore's pool) rather than drop the proxy."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    app = create_app(GatewayConfig(upstream="https://api.anthropic.com"))
+    client = app.state.gateway.upstream._client
+    assert not isinstance(client._transport, StackTransport)
+    proxied = [t for t in client._mounts.values() if t is not None]
+    assert proxied, "the environment's proxy was dropped"
+    monkeypatch.delenv("HTTPS_PROXY")
+    direct = create_app(GatewayConfig(upstream="https://api.anthropic.com"))
+    assert isinstance(direct.state.gateway.upstream._client._transport, StackTransport)
