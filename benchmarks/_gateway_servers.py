@@ -5,13 +5,15 @@ client), started and stopped by :func:`serving`.
     python -m benchmarks._gateway_servers upstream PORT [--delay-ms D]
     python -m benchmarks._gateway_servers relay PORT UPSTREAM
     python -m benchmarks._gateway_servers gateway PORT UPSTREAM [--pass] [--window N]
+    (relay and gateway take --profile FILE: cProfile the process until it is stopped)
 
 The upstream is a plain asyncio HTTP/1.1 server (keep-alive, no framework), so it costs
 little next to what is measured: it answers ``/v1/messages`` with a short message, or,
 when the body asks for ``"stream": true``, with the first SSE event at once and the rest
 ``--delay-ms`` later. The relay is the trivial proxy a gateway is compared with: the
 same server stack as the gateway (uvicorn, Starlette, httpx), reading the body and
-sending its bytes on, streaming the answer back.
+sending its bytes on, streaming the answer back. The gateway runs as ``contextfold
+serve`` runs it (:func:`contextfold.gateway.serve`).
 """
 
 from __future__ import annotations
@@ -138,12 +140,11 @@ def _relay_app(upstream: str) -> Any:
     return Starlette(routes=[Route("/v1/{path:path}", relay, methods=["GET", "POST"])])
 
 
-def _gateway_app(upstream: str, passing: bool, window: int | None) -> Any:
-    from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
+def _gateway_options(upstream: str, passing: bool, window: int | None) -> dict[str, Any]:
+    from contextfold.gateway import GatewayConfig, TransparentPolicy
 
     config = GatewayConfig(upstream=upstream, pass_through_context_management=passing or None)
-    policy = TransparentPolicy(window=window) if window else None
-    return create_app(config, transparent=policy)
+    return {"config": config, "transparent": TransparentPolicy(window=window) if window else None}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -154,18 +155,49 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--delay-ms", type=float, default=5.0)
     parser.add_argument("--pass", dest="passing", action="store_true")
     parser.add_argument("--window", type=int, default=None)
+    parser.add_argument("--profile", default=None, help="cProfile the proxy into this file")
     args = parser.parse_args(argv)
     if args.kind == "upstream":
         asyncio.run(_upstream(args.port, args.delay_ms / 1000))
         return
     import uvicorn
 
-    app = (
-        _relay_app(args.upstream)
-        if args.kind == "relay"
-        else _gateway_app(args.upstream, args.passing, args.window)
+    if args.kind == "relay":
+        app = _relay_app(args.upstream)
+    else:
+        from contextfold.gateway import create_app, serve
+
+        options = _gateway_options(args.upstream, args.passing, args.window)
+        if args.profile is None:  # as `contextfold serve` runs it
+            serve(options.pop("config"), port=args.port, **options)
+            return
+        app = create_app(options.pop("config"), **options)
+    if args.profile is None:
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        return
+    import contextlib
+    import cProfile
+    import signal
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
     )
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    # uvicorn re-raises SIGTERM after its shutdown, which would end the process before the
+    # profile is written: this process stops the server itself instead.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    if args.kind == "gateway":
+        import gc
+
+        gc.collect()
+        gc.freeze()  # as `serve` does
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        server.run()
+    finally:
+        profile.disable()
+        profile.dump_stats(args.profile)
 
 
 def free_port() -> int:

@@ -175,17 +175,18 @@ def _recording_upstream(
     return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
 
 
-def through_gateway(
+def send_session(
+    upstream: Starlette,
     session: Session,
     bodies: Sequence[dict[str, Any]],
-    outputs: Sequence[int],
     policy: TransparentPolicy,
-) -> list[dict[str, Any]]:
-    """What the upstream received when ``bodies`` were sent through the gateway."""
-    answers = {i: _response(session.calls, i, outputs[i]) for i in range(len(bodies))}
-    received: dict[int, bytes] = {}
-    with _serving(_recording_upstream(answers, received)) as upstream:
-        app = create_app(GatewayConfig(upstream=upstream), transparent=policy)
+) -> list[str]:
+    """``bodies`` sent in order, as ``session``'s one conversation (Claude Code's session
+    header, each call numbered in ``x-replay-call``), through a transparent gateway in
+    front of ``upstream``; the texts of the client's replies."""
+    replies = []
+    with _serving(upstream) as upstream_url:
+        app = create_app(GatewayConfig(upstream=upstream_url), transparent=policy)
         with _serving(app) as gateway, httpx.Client(base_url=gateway, timeout=120) as client:
             for i, body in enumerate(bodies):
                 reply = client.post(
@@ -200,7 +201,27 @@ def through_gateway(
                     },
                 )
                 reply.raise_for_status()
+                replies.append(reply.text)
+    return replies
+
+
+def through_gateway(
+    session: Session,
+    bodies: Sequence[dict[str, Any]],
+    outputs: Sequence[int],
+    policy: TransparentPolicy,
+) -> list[dict[str, Any]]:
+    """What the upstream received when ``bodies`` were sent through the gateway."""
+    answers = {i: _response(session.calls, i, outputs[i]) for i in range(len(bodies))}
+    received: dict[int, bytes] = {}
+    send_session(_recording_upstream(answers, received), session, bodies, policy)
     return [json.loads(received[i]) for i in range(len(bodies))]
+
+
+def claude_code_sessions(only: str | None) -> list[Session]:
+    """The recorded Claude Code sessions (those whose name contains ``only``, if given)."""
+    sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
+    return [s for s in sessions if only in s.name] if only else sessions
 
 
 def drop_oldest(
@@ -451,15 +472,34 @@ def _litellm_rows(
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--window", type=int, action="append")
+def session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every replay of the recorded sessions takes: the policy's trigger and
+    keep, which sessions, and LiteLLM's proxy as the peer."""
     parser.add_argument("--trigger", type=float, default=0.8)
     parser.add_argument("--keep", type=float, default=0.25)
     parser.add_argument("--only", default=None, help="sessions whose name contains this")
     parser.add_argument(
         "--litellm", default=None, help="the `litellm` command of a venv with litellm[proxy]"
     )
+
+
+def peer_rows(
+    litellm: str | None,
+    sessions: Sequence[Session],
+    policy: TransparentPolicy,
+    counter: TokenCounter,
+) -> list[list[dict[str, Any]] | None]:
+    """What LiteLLM's proxy forwarded for each session (:func:`_litellm_rows`), or ``None``
+    for each when it is not run."""
+    if not litellm:
+        return [None] * len(sessions)
+    return list(_litellm_rows(litellm, sessions, policy, counter))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--window", type=int, action="append")
+    session_arguments(parser)
     parser.add_argument("--no-codex", action="store_true", help="skip the Codex sessions")
     parser.add_argument(
         "--memory", action="store_true", help="only the memory per idle conversation"
@@ -471,18 +511,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             per = idle_memory("x" * chars)
             print(f"summary of {chars:,} characters: {per / 1024:.1f} KB per idle conversation")
         return
-    sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
-    if args.only:
-        sessions = [s for s in sessions if args.only in s.name]
+    sessions = claude_code_sessions(args.only)
     if args.litellm:
         print(f"LiteLLM {litellm_version(args.litellm)}, prompt compression ({LITELLM_DOCS})\n")
     for window in args.window or [200_000, 100_000]:
         policy = TransparentPolicy(window=window, trigger=args.trigger, keep=args.keep)
-        peer = (
-            _litellm_rows(args.litellm, sessions, policy, counter)
-            if args.litellm
-            else [None] * len(sessions)
-        )
+        peer = peer_rows(args.litellm, sessions, policy, counter)
         results = [run_session(s, policy, counter, p) for s, p in zip(sessions, peer, strict=True)]
         print(table(results, policy), flush=True)
         if not args.no_codex:

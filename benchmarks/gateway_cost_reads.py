@@ -37,18 +37,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from contextfold.gateway import READ_TOOL, GatewayConfig, TransparentPolicy, create_app
+from contextfold.gateway import READ_TOOL, TransparentPolicy
 from contextfold.token import AnthropicEstimator, TokenCounter
 
-from .fig_cache_validation import Session, load_sessions, recordings_dir
-from .fig_gateway_latency import _serving
-from .gateway_cost import Priced, _litellm_rows, _outputs, _response, direct_bodies, price
+from .fig_cache_validation import Session
+from .gateway_cost import (
+    Priced,
+    _outputs,
+    _response,
+    claude_code_sessions,
+    direct_bodies,
+    peer_rows,
+    price,
+    send_session,
+    session_arguments,
+)
 
 __all__ = ["ReadsResult", "main", "run_session"]
 
@@ -135,24 +143,9 @@ def through(
     stand-in model reading back when ``read``), in order."""
     answers = {i: _response(session.calls, i, outputs[i]) for i in range(len(bodies))}
     sent: list[Sent] = []
-    with _serving(_upstream(answers, sent, read, counter)) as upstream:
-        app = create_app(GatewayConfig(upstream=upstream), transparent=policy)
-        with _serving(app) as gateway, httpx.Client(base_url=gateway, timeout=120) as client:
-            for i, body in enumerate(bodies):
-                reply = client.post(
-                    "/v1/messages",
-                    content=json.dumps(body, ensure_ascii=False).encode(),
-                    headers={
-                        "content-type": "application/json",
-                        "anthropic-version": "2023-06-01",
-                        "x-api-key": "sk-ant-replay",
-                        "x-claude-code-session-id": session.name,
-                        "x-replay-call": str(i),
-                    },
-                )
-                reply.raise_for_status()
-                if READ_TOOL in reply.text:
-                    raise RuntimeError("the read-back tool reached the client")
+    replies = send_session(_upstream(answers, sent, read, counter), session, bodies, policy)
+    if any(READ_TOOL in reply for reply in replies):
+        raise RuntimeError("the read-back tool reached the client")
     return sent
 
 
@@ -302,25 +295,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--window", type=int, default=200_000)
     parser.add_argument("--limit", type=int, default=2_000, help="--tool-result-limit")
-    parser.add_argument("--trigger", type=float, default=0.8)
-    parser.add_argument("--keep", type=float, default=0.25)
-    parser.add_argument("--only", default=None, help="sessions whose name contains this")
-    parser.add_argument(
-        "--litellm", default=None, help="the `litellm` command of a venv with litellm[proxy]"
-    )
+    session_arguments(parser)
     args = parser.parse_args(argv)
     counter = AnthropicEstimator()
-    sessions = [s for s in load_sessions(recordings_dir()) if s.agent == "claude-code"]
-    if args.only:
-        sessions = [s for s in sessions if args.only in s.name]
+    sessions = claude_code_sessions(args.only)
     policy = TransparentPolicy(
         window=args.window, trigger=args.trigger, keep=args.keep, tool_result_limit=args.limit
     )
-    peer = (
-        _litellm_rows(args.litellm, sessions, policy, counter)
-        if args.litellm
-        else [None] * len(sessions)
-    )
+    peer = peer_rows(args.litellm, sessions, policy, counter)
     results = [run_session(s, policy, counter, p) for s, p in zip(sessions, peer, strict=True)]
     print(table(results, policy), flush=True)
 

@@ -17,7 +17,8 @@ after a garbage collection) is compared with the heap after one warm-up conversa
 shared message-count cache (``CountCache``, bounded, shared by every conversation) is
 reported apart, by clearing it and measuring again.
 
-    python -m benchmarks.gateway_throughput [--seconds 10] [--memory-only] [--sessions 300]
+    python -m benchmarks.gateway_throughput [--seconds 10] [--memory-only | --throughput-only]
+        [--sessions 300]
 
 Needs the ``gateway`` extra and ``wrk`` (``apt-get install wrk``) for the throughput.
 """
@@ -200,10 +201,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--throughput-only", action="store_true")
     args = parser.parse_args(argv)
     if not args.memory_only:
         throughput(args.seconds)
-    memory(args.sessions)
+    if not args.throughput_only:
+        memory(args.sessions)
 
 
 if __name__ == "__main__":

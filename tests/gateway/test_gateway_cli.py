@@ -7,6 +7,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
@@ -59,3 +60,24 @@ def test_serve_starts_and_answers_health(upstream: ScriptedUpstream) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_serve_freezes_the_heap_it_starts_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What exists when serving starts (the modules, the app) is out of the cyclic
+    collector's view, so a full collection does not walk it during a request."""
+    import gc
+
+    import contextfold.gateway._serve as serving_module
+    from contextfold.gateway import GatewayConfig, serve
+
+    frozen: list[int] = []
+    monkeypatch.setattr(
+        serving_module.uvicorn, "run", lambda app, **_: frozen.append(gc.get_freeze_count())
+    )
+    gc.unfreeze()
+    try:
+        serve(GatewayConfig(upstream="http://127.0.0.1:9"), port=free_port())
+    finally:
+        gc.unfreeze()
+    assert len(frozen) == 1
+    assert frozen[0] > 10_000

@@ -28,9 +28,8 @@ from contextfold.workspace import SQLiteWorkspace
 from .conftest import SECRET
 from .openai_reader import MODEL, response, response_events
 from .reader import NOTE
+from .reads_client import RESPONSES_TOOLS, big_result
 from .servers import Received, ScriptedUpstream, serving
-from .test_transparent_reads import big_result
-from .test_transparent_reads_openai import RESPONSES_TOOLS
 
 POLICY = TransparentPolicy(window=1_000_000, tool_result_limit=400)
 ROUTES = {"/v1/responses": POLICY}

@@ -30,69 +30,25 @@ from contextfold.workspace import SQLiteWorkspace
 
 from .conftest import SECRET
 from .reader import NOTE, answer_of, decide, result_text, then_answer, then_reader
+from .reads_client import (
+    POLICY,
+    Agent,
+    check_grammar,
+    events,
+    leaks,
+    post_stream,
+    sdk_stream,
+    stream_body,
+)
 from .servers import ScriptedUpstream, free_port, message
 from .test_transparent import (
     CLAUDE_CODE_EDITS,
     MODEL,
     SYSTEM,
     TOOLS,
-    Conversation,
     plain,
     transparent_gateway,
 )
-
-POLICY = TransparentPolicy(window=1_000_000, tool_result_limit=400)
-
-
-def big_result(needle: str, lines: int = 60) -> str:
-    """A long tool output with ``needle`` where the cut leaves it out (on the first page
-    read back)."""
-    out = [f"src/module_{i}.py:{i}: value_{i} = compute({i})" for i in range(lines)]
-    out[lines // 4] = f"{needle} is defined in src/config.py:42"
-    return "\n".join(out)
-
-
-class Agent(Conversation):
-    """A Claude Code-like client whose last tool call returned a long result."""
-
-    def __init__(self, task: str, needle: str, **kw: Any) -> None:
-        super().__init__(task, **kw)
-        self.needle = needle
-
-    def long_step(self) -> None:
-        i = self.turns
-        self.turns += 1
-        self.history.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "tool_use", "id": f"toolu_{i:03d}", "name": "bash", "input": {}}
-                ],
-            }
-        )
-        self.history.append(
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": f"toolu_{i:03d}",
-                        "content": big_result(f"{self.needle}-{i}"),
-                    }
-                ],
-            }
-        )
-
-    def answered(self, reply: Any) -> None:
-        """The client keeps the answer it saw, as an agent does."""
-        self.history.append(
-            {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
-        )
-
-
-def leaks(raw: bytes | str) -> bool:
-    text = raw if isinstance(raw, str) else raw.decode()
-    return READ_TOOL in text
 
 
 def test_a_read_back_call_is_answered_by_the_gateway_and_never_reaches_the_client(
@@ -127,38 +83,6 @@ def test_a_read_back_call_is_answered_by_the_gateway_and_never_reaches_the_clien
     assert "NEEDLE-A-0" in result["content"][0]["content"]
 
 
-def events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for chunk in raw.decode().strip().split("\n\n"):
-        lines = chunk.split("\n")
-        name = lines[0].removeprefix("event: ")
-        out.append((name, json.loads(lines[1].removeprefix("data: "))))
-    return out
-
-
-def check_grammar(stream: list[tuple[str, dict[str, Any]]]) -> None:
-    """Anthropic's documented order: message_start; for each block in index order from 0,
-    start, deltas, stop; one message_delta; message_stop. Pings anywhere."""
-    names = [n for n, _ in stream if n != "ping"]
-    assert names[0] == "message_start"
-    assert names[-2:] == ["message_delta", "message_stop"]
-    assert names.count("message_start") == names.count("message_delta") == 1
-    expected = 0
-    open_index: int | None = None
-    for name, data in stream:
-        assert data["type"] == name
-        if name == "content_block_start":
-            assert open_index is None
-            assert data["index"] == expected
-            open_index = data["index"]
-        elif name == "content_block_delta":
-            assert data["index"] == open_index
-        elif name == "content_block_stop":
-            assert data["index"] == open_index
-            open_index, expected = None, expected + 1
-    assert open_index is None
-
-
 def test_a_streamed_read_back_is_one_stream_in_anthropics_grammar(
     upstream: ScriptedUpstream,
 ) -> None:
@@ -166,29 +90,9 @@ def test_a_streamed_read_back_is_one_stream_in_anthropics_grammar(
     agent.long_step()
     then_reader(upstream, 2)
     with transparent_gateway(upstream, POLICY) as url:
-        body = {
-            "model": MODEL,
-            "max_tokens": 64,
-            "stream": True,
-            "system": SYSTEM,
-            "tools": TOOLS,
-            "messages": agent.wire(),
-        }
-        raw = httpx.post(
-            f"{url}/v1/messages",
-            json=body,
-            headers={"x-api-key": SECRET, "anthropic-version": "2023-06-01"},
-        ).content
+        raw = post_stream(url, agent)
         then_reader(upstream, 2)
-        with anthropic.Anthropic(base_url=url, api_key=SECRET, max_retries=0).messages.stream(
-            model=MODEL,
-            max_tokens=64,
-            system=SYSTEM,
-            tools=TOOLS,
-            messages=agent.wire(),  # type: ignore[arg-type]
-        ) as stream:
-            text = "".join(stream.text_stream)
-            final = stream.get_final_message()
+        text, final = sdk_stream(url, agent)
     assert not leaks(raw)
     stream_events = events(raw)
     check_grammar(stream_events)
@@ -201,18 +105,7 @@ def test_a_streamed_read_back_is_one_stream_in_anthropics_grammar(
 
 def ask(url: str, agent: Agent, *, stream: bool) -> Any:
     """One request from the SDK, streamed (the final message accumulated) or not."""
-    if not stream:
-        return agent.send(url)
-    sdk = anthropic.Anthropic(base_url=url, api_key=SECRET, max_retries=0)
-    with sdk.messages.stream(
-        model=MODEL,
-        max_tokens=64,
-        system=SYSTEM,
-        tools=TOOLS,  # type: ignore[arg-type]
-        messages=agent.wire(),  # type: ignore[arg-type]
-        extra_headers=agent.headers,
-    ) as s:
-        return s.get_final_message()
+    return sdk_stream(url, agent)[1] if stream else agent.send(url)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -614,14 +507,7 @@ def test_a_client_that_leaves_during_a_read_back_round_cancels_it(
     agent.long_step()
     then_reader(upstream, 1)
     upstream.then_slow_stream(message_stream("x" * 40), gap=5)
-    body = {
-        "model": MODEL,
-        "max_tokens": 64,
-        "stream": True,
-        "system": SYSTEM,
-        "tools": TOOLS,
-        "messages": agent.wire(),
-    }
+    body = stream_body(agent)
     with transparent_gateway(upstream, POLICY) as url:
         headers = {"x-api-key": SECRET, "anthropic-version": "2023-06-01"}
         with httpx.stream(

@@ -7,16 +7,11 @@ upstream call; the client's tools come first, unchanged; sessions stay apart."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import openai
 import pytest
 
 from contextfold.gateway import READ_TOOL, GatewayConfig, TransparentPolicy, create_app
 
-from .conftest import SECRET
 from .openai_reader import (
     MODEL,
     chat_answer,
@@ -24,68 +19,14 @@ from .openai_reader import (
     then_chat_reader,
     then_responses_reader,
 )
+from .reads_client import (
+    CHAT_TOOLS,
+    RESPONSES_TOOLS,
+    chat_history,
+    gateway,
+    responses_history,
+)
 from .servers import ScriptedUpstream, serving
-from .test_transparent_reads import big_result
-
-POLICY = TransparentPolicy(window=1_000_000, tool_result_limit=400)
-ROUTES = {"/v1/chat/completions": POLICY, "/v1/responses": POLICY}
-CHAT_TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "shell",
-            "description": "Run a shell command.",
-            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
-        },
-    }
-]
-RESPONSES_TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "name": "shell",
-        "description": "Run a shell command.",
-        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
-    }
-]
-
-
-@contextmanager
-def gateway(upstream: ScriptedUpstream) -> Iterator[openai.OpenAI]:
-    app = create_app(GatewayConfig(upstream=upstream.url), transparent=ROUTES)
-    with serving(app) as url:
-        yield openai.OpenAI(base_url=f"{url}/v1", api_key=SECRET, max_retries=0)
-
-
-def chat_history(needle: str) -> list[Any]:
-    return [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "Where is the needle defined?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "shell", "arguments": '{"cmd": "grep -rn ."}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": big_result(needle)},
-    ]
-
-
-def responses_history(needle: str) -> list[Any]:
-    return [
-        {"role": "user", "content": "Where is the needle defined?"},
-        {
-            "type": "function_call",
-            "call_id": "call_1",
-            "name": "shell",
-            "arguments": '{"cmd": "grep -rn ."}',
-        },
-        {"type": "function_call_output", "call_id": "call_1", "output": big_result(needle)},
-    ]
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -10,33 +10,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
-import httpx
 from starlette.responses import JSONResponse, Response
 
 from contextfold.gateway import READ_TOOL
 
-from .conftest import SECRET
-from .openai_reader import (
-    MODEL as OPENAI_MODEL,
-)
-from .openai_reader import (
-    decide_chat,
-    decide_responses,
-    then_chat_reader,
-    then_responses_reader,
-)
+from .openai_reader import MODEL as OPENAI_MODEL
+from .openai_reader import decide_chat, decide_responses, then_chat_reader, then_responses_reader
 from .reader import decide, then_reader
-from .servers import Received, ScriptedUpstream
-from .test_transparent import MODEL, SYSTEM, TOOLS, transparent_gateway
-from .test_transparent_reads import POLICY, Agent, check_grammar, events, leaks
-from .test_transparent_reads_openai import (
+from .reads_client import (
     CHAT_TOOLS,
+    POLICY,
     RESPONSES_TOOLS,
+    Agent,
     chat_history,
+    check_grammar,
+    events,
     gateway,
+    leaks,
+    post_stream,
     responses_history,
+    sdk_stream,
 )
+from .servers import Received, ScriptedUpstream
+from .test_transparent import transparent_gateway
 
 
 def _whole(decider: Any) -> Any:
@@ -58,30 +54,10 @@ def test_anthropic_stream_ends_with_message_stop_when_a_later_round_is_whole(
     then_reader(upstream, 1)
     upstream.then(_whole(decide))
     with transparent_gateway(upstream, POLICY) as url:
-        raw = httpx.post(
-            f"{url}/v1/messages",
-            json={
-                "model": MODEL,
-                "max_tokens": 64,
-                "stream": True,
-                "system": SYSTEM,
-                "tools": TOOLS,
-                "messages": agent.wire(),
-            },
-            headers={"x-api-key": SECRET, "anthropic-version": "2023-06-01"},
-        ).content
+        raw = post_stream(url, agent)
         then_reader(upstream, 1)
         upstream.then(_whole(decide))
-        sdk = anthropic.Anthropic(base_url=url, api_key=SECRET, max_retries=0)
-        with sdk.messages.stream(
-            model=MODEL,
-            max_tokens=64,
-            system=SYSTEM,
-            tools=TOOLS,  # type: ignore[arg-type]
-            messages=agent.wire(),  # type: ignore[arg-type]
-        ) as stream:
-            text = "".join(stream.text_stream)
-            final = stream.get_final_message()
+        text, final = sdk_stream(url, agent)
     assert not leaks(raw)
     check_grammar(events(raw))
     assert text == "Reading the rest.Found: NEEDLE-W-0 is defined in src/config.py:42"
@@ -173,18 +149,7 @@ def test_a_whole_later_round_that_is_not_an_answer_ends_the_stream_with_an_error
     then_reader(upstream, 1)
     upstream.then(lambda _r, _g: JSONResponse({"unexpected": True}))
     with transparent_gateway(upstream, POLICY) as url:
-        raw = httpx.post(
-            f"{url}/v1/messages",
-            json={
-                "model": MODEL,
-                "max_tokens": 64,
-                "stream": True,
-                "system": SYSTEM,
-                "tools": TOOLS,
-                "messages": agent.wire(),
-            },
-            headers={"x-api-key": SECRET, "anthropic-version": "2023-06-01"},
-        ).content
+        raw = post_stream(url, agent)
     names = [name for name, _ in events(raw)]
     assert names[0] == "message_start"
     assert names[-1] == "error"

@@ -11,7 +11,6 @@ reasoning models refuse ``max_tokens``; some compatible servers ignore the other
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,32 +48,29 @@ class ChatRequestModel(RequestModel):
 
     limit: str = LIMIT_FIELDS[0]
 
-    async def _generate(
+    path = "/v1/chat/completions"
+
+    def _request(
         self,
         messages: Sequence[Msg],
-        *,
         tools: Sequence[ToolSpec],
         tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
-        body = {
-            "model": self.model_name,
-            self.limit: self.max_tokens,
-            **openai_request(messages, tools, tool_choice),
-        }
-        raw = await self._post("/v1/chat/completions", body)
+    ) -> dict[str, Any]:
+        return {self.limit: self.max_tokens, **openai_request(messages, tools, tool_choice)}
+
+    def _response(self, answer: Any) -> ChatResponse:
         try:
-            answer = json.loads(raw)
             choice = answer["choices"][0]
             msg = from_openai_message(choice["message"])
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelConnectionError(
                 f"the upstream's answer is not a completion: {type(exc).__name__}"
             ) from None
-        usage = _usage(answer.get("usage"))
-        if usage is not None:
-            self._spend(usage)
         finish = choice.get("finish_reason")
         stop = {"tool_calls": "tool_use", "length": "max_tokens"}.get(finish, "end_turn")
         return ChatResponse(
-            content=list(msg.blocks()), usage=usage, stop_reason=stop, model=self.model_name
+            content=list(msg.blocks()),
+            usage=_usage(answer.get("usage")),
+            stop_reason=stop,
+            model=self.model_name,
         )

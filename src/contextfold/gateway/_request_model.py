@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._exceptions import BadRequestError, ModelConnectionError, ServerError
 from ..message import Msg, ToolChoice, ToolSpec, Usage, anthropic_request, from_anthropic_message
@@ -44,26 +45,25 @@ class RequestModel(ChatModelBase):
         """What the calls so far cost, as the upstream reported it (the compaction's
         ``usage.iterations`` entry)."""
 
-    async def _generate(
+    path = "/v1/messages"
+    """Where the model is called upstream."""
+
+    def _request(
         self,
         messages: Sequence[Msg],
-        *,
         tools: Sequence[ToolSpec],
         tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
-        body = {
-            "model": self.model_name,
-            "max_tokens": self.max_tokens,
-            **anthropic_request(messages, tools, tool_choice),
-        }
-        raw = await self._post("/v1/messages", body)
+    ) -> dict[str, Any]:
+        """The request's body after ``model``, in the route's shape."""
+        return {"max_tokens": self.max_tokens, **anthropic_request(messages, tools, tool_choice)}
+
+    def _response(self, answer: Any) -> ChatResponse:
+        """The upstream's parsed answer as the library's response, or
+        ``ModelConnectionError`` when it is not one."""
         try:
-            answer = json.loads(raw)
             msg = from_anthropic_message(answer)
         except ValueError as exc:
             raise ModelConnectionError(f"the upstream's answer is not a message: {exc}") from None
-        if msg.usage is not None:
-            self._spend(msg.usage)
         stop = answer.get("stop_reason") if isinstance(answer, dict) else None
         return ChatResponse(
             content=list(msg.blocks()),
@@ -71,6 +71,26 @@ class RequestModel(ChatModelBase):
             stop_reason=stop if isinstance(stop, str) else None,
             model=self.model_name,
         )
+
+    async def _generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        """One call on :attr:`path`, for every route: the body of :meth:`_request`, the
+        answer read by :meth:`_response`, its usage added to :attr:`spent`."""
+        body = {"model": self.model_name, **self._request(messages, tools, tool_choice)}
+        raw = await self._post(self.path, body)
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            raise ModelConnectionError(f"the upstream's answer is not JSON: {exc}") from None
+        response = self._response(answer)
+        if response.usage is not None:
+            self._spend(response.usage)
+        return response
 
     async def _post(self, path: str, body: dict[str, object]) -> bytes:
         """``body`` sent to ``path`` upstream with the client's headers; the answer's bytes,

@@ -114,24 +114,21 @@ def _content(output: Any) -> list[TextBlock | ToolCallBlock]:
 class ResponsesRequestModel(RequestModel):
     """``model_name`` behind the gateway's Responses upstream, called with ``headers``."""
 
-    async def _generate(
+    path = "/v1/responses"
+
+    def _request(
         self,
         messages: Sequence[Msg],
-        *,
         tools: Sequence[ToolSpec],
         tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
-        body = {
-            "model": self.model_name,
+    ) -> dict[str, Any]:
+        return {
             "max_output_tokens": self.max_tokens,
             "store": False,
             **responses_request(messages, tools, tool_choice),
         }
-        raw = await self._post("/v1/responses", body)
-        try:
-            answer = json.loads(raw)
-        except ValueError as exc:
-            raise ModelConnectionError(f"the upstream's answer is not JSON: {exc}") from None
+
+    def _response(self, answer: Any) -> ChatResponse:
         if not isinstance(answer, dict):
             raise ModelConnectionError("the upstream's answer is not a response")
         usage = None
@@ -143,7 +140,6 @@ class ResponsesRequestModel(RequestModel):
                 output_tokens=int(reported.get("output_tokens") or 0),
                 cache_read_tokens=int(details.get("cached_tokens") or 0),
             )
-            self._spend(usage)
         content = _content(answer.get("output"))
         stop = "tool_use" if any(isinstance(b, ToolCallBlock) for b in content) else "end_turn"
         return ChatResponse(

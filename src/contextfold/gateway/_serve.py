@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 
 import uvicorn
@@ -11,7 +12,21 @@ from ._app import create_app
 from ._config import GatewayConfig
 from ._transparent import TransparentPolicy
 
-__all__ = ["serve"]
+__all__ = ["serve", "settle_heap"]
+
+
+def settle_heap() -> None:
+    """Move every object alive now (the modules, the app) out of the garbage collector's
+    view (``gc.freeze``), once, before serving.
+
+    A full collection walks every tracked object; with the ~100k objects of the imported
+    stack it took tens of milliseconds, about once per hundred 100k-token requests (each
+    parses into thousands of objects), which is what the gateway's p99 latency was made
+    of. Frozen objects are still freed by reference counting; only cycles among them
+    stay. Done by :func:`serve`, the process's owner, not by :func:`create_app`, which
+    may run inside someone else's process."""
+    gc.collect()
+    gc.freeze()
 
 
 def serve(
@@ -26,4 +41,5 @@ def serve(
     :func:`create_app`). Access logs are off: request lines carry no secrets, but the
     gateway keeps its promise of logging nothing a client sent."""
     app = create_app(config, transparent=transparent, sessions=sessions)
+    settle_heap()
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="info")

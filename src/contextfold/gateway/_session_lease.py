@@ -56,7 +56,11 @@ class Held:
 
     async def save(self, state: SessionState) -> None:
         """Save the decision's state; ``LeaseLostError`` if this replica's lease lapsed
-        (the store's fence refuses it too if another replica took the conversation over)."""
+        (the store's fence refuses it too if another replica took the conversation over).
+        A state equal to the one the hold began with is not written again: a retried
+        request costs the store no write."""
+        if state == self.state:
+            return
         if self.lease is not None:
             self.lease.check()
         await self.states.save(self.key, state)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from urllib.request import getproxies
 
 import httpx
 
 from ._config import GatewayConfig
 from ._metrics import Metrics
+from ._pool import StackTransport
 
 __all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
 
@@ -67,6 +69,14 @@ def _forwarded(
     return out
 
 
+def _environment_proxy() -> bool:
+    """Whether ``HTTP_PROXY``, ``HTTPS_PROXY`` or ``ALL_PROXY`` is set: httpx routes
+    through it only with its own transports (a transport given to the client turns the
+    environment's proxies off), so then the gateway keeps them and httpcore's pool."""
+    proxies = getproxies()
+    return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
+
+
 class Upstream:
     """Sends requests to the configured upstream and times them."""
 
@@ -76,6 +86,7 @@ class Upstream:
             base_url=config.upstream,
             timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
             follow_redirects=False,
+            transport=None if _environment_proxy() else StackTransport(),
         )
 
     async def open(
