@@ -18,7 +18,6 @@ from contextfold.context import (
     ContextEngine,
     ContextEvent,
     ExtractiveSummarizer,
-    ModelInput,
     SummaryRequest,
     SummaryResult,
     SystemClock,
@@ -524,25 +523,18 @@ async def test_when_the_context_grows_fast_the_summaries_chain() -> None:
     assert "discarded" not in phases_seen[:-1]
 
 
-async def test_a_snapshot_with_nothing_to_fold_starts_no_summary() -> None:
-    # One step read a large file right after the request: past the start mark, but the
-    # snapshot's only message before its newest turn (kept: not yet seen by the model) is
-    # the user's request, which is kept too. A summary of nothing would still be swapped
-    # in (a summary layer, a broken cache, one more compaction counted) and the trigger
-    # would compact again: nothing is started until there is something to fold.
+async def test_a_snapshot_of_one_turn_below_the_trigger_folds_that_turn() -> None:
+    # One step read a large file right after the request: past the start mark. The
+    # snapshot's newest turn is folded (the model reads it in this step, before any swap;
+    # at the trigger a blocking compaction would fold it too), the request is kept.
     held, events = HeldSummarizer(), []
     engine = engine_with(held, events)
     engine.append(user("Fix the parser."))
     await step(engine, 0, tokens=2400)
     assert 0.5 * SIZE < engine.usage(SYSTEM).total <= 0.8 * SIZE
     model_input = await engine.prepare(SYSTEM)
-    await asyncio.sleep(0.01)
-    assert held.calls == 0
-    assert phases(events) == []
     assert model_input.summary is None
-    # The next step gives it something to fold: then it starts.
-    await step(engine, 1, tokens=40)
-    await engine.prepare(SYSTEM)
+    await step(engine, 1, tokens=40)  # the model's reply
     await asyncio.sleep(0.01)
     assert phases(events) == ["started"]
     assert held.calls == 1
@@ -552,27 +544,24 @@ async def test_a_snapshot_with_nothing_to_fold_starts_no_summary() -> None:
     assert folded[1].tool_results
 
 
-async def test_a_background_summary_extends_the_request_already_sent() -> None:
-    # The request of the step that starts a summary is sent at the same moment as the
-    # summary call: the provider's cache does not hold it yet. The summary extends the
-    # request sent before it (what the cache holds), as a summary at the trigger does;
-    # the newest turn, kept, is not needed in it.
+async def test_a_background_summary_extends_the_request_of_its_step() -> None:
+    # The snapshot's newest turn is folded, and only the request of the step that starts
+    # the summary holds it: the summary extends that request (the newest turn, not in the
+    # request sent before, is read anew).
     held, events = HeldSummarizer(), []
     engine = engine_with(held, events)
     engine.append(user("Fix the parser."))
-    sent: list[ModelInput] = []
     for i in range(20):
-        sent.append(await engine.prepare(SYSTEM))
+        stored = engine.context
+        await engine.prepare(SYSTEM)
         await asyncio.sleep(0.01)
         if phases(events):
             break
         await step(engine, i)
     assert phases(events) == ["started"]
-    assert len(sent) >= 2
     (request,) = held.requests
     assert request.prefix is not None
-    assert list(request.prefix.context) == list(sent[-2].context)
-    assert len(request.prefix.context) < len(sent[-1].context)
+    assert list(request.prefix.context) == list(stored)
 
 
 async def test_past_the_trigger_only_the_models_reply_must_fit_below_the_wait_mark() -> None:
