@@ -304,8 +304,9 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
     # The last summary took 5 s: at 5,000 tokens the trigger is 3,000 tokens away, less
     # than 1.25 x 5 s at 500 tokens a second.
     assert run(5.0, growing) == [False, False, False, True]
-    # No summary measured yet: 10 s assumed (assumed_latency_s), so from 4,000 tokens on.
-    assert run(None, growing) == [False, True, True, True]
+    # No summary measured yet: 10 s assumed (assumed_latency_s), so from 4,400 tokens on
+    # (at 4,000 one step has grown the context: one step is not a rate yet).
+    assert run(None, growing) == [False, False, True, True]
     # Before any growth is seen: the start mark (6,000).
     assert run(None, [5900]) == [False]
     assert run(None, [6100]) == [True]

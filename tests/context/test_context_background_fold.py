@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from contextfold.context import ContextEvent
 from contextfold.message import check_openai_valid
 
 from .ctx_support import user
@@ -19,6 +20,7 @@ from .test_context_background import (
     SYSTEM,
     FrozenClock,
     HeldSummarizer,
+    StoppedClock,
     engine_with,
     phases,
     step,
@@ -75,3 +77,25 @@ async def test_a_snapshot_taken_past_the_trigger_keeps_its_newest_turn() -> None
     folded = {m.id for m in request.messages}
     assert folded
     assert not folded & {m.id for m in newest}
+
+
+def test_one_step_of_growth_is_not_yet_a_rate() -> None:
+    # The first step of a run read a large file in a second: 3,600 tokens a second. With
+    # the latency assumed for a first summary (10 s), that one burst would start a summary
+    # at a third of the window, whose snapshot folds little and keeps all that comes after
+    # it. One step is not a rate: until two steps have grown the context, the start mark.
+    from contextfold.context import BackgroundConfig, ContextConfig, _prefetch
+
+    clock = StoppedClock()
+    config = ContextConfig(trigger_ratio=0.8, reserve_ratio=0.05, background=BackgroundConfig())
+
+    async def emit(event: ContextEvent) -> None:
+        pass
+
+    prefetch = _prefetch.Prefetch(emit, clock)
+    found = []
+    for second, tokens in enumerate([1700, 5300, 5500]):
+        clock.time = float(second)
+        prefetch.observe(tokens)
+        found.append(prefetch.due(tokens, config, 16_000))
+    assert found == [False, False, True]  # from the second step on, the rate decides

@@ -97,8 +97,13 @@ class Prefetch:
 
     @property
     def rate(self) -> float | None:
-        """Tokens a second usage grew by over the last few steps (one step's burst does not
-        make it); ``None`` until one step took time and grew it."""
+        """Tokens a second usage grew by over the last few steps; ``None`` until two steps
+        grew it. One step is not a rate: the first step of a run often reads a large file
+        in a second, and with the latency assumed for a first summary that one burst
+        would start a summary at a third of the window, whose snapshot folds little and
+        keeps all that arrives after it (three of the 44 SWE-bench replays)."""
+        if len(self._steps) < 2:
+            return None
         seconds = sum(t for t, _ in self._steps)
         return sum(g for _, g in self._steps) / seconds if seconds > 0 else None
 
@@ -136,8 +141,8 @@ class Prefetch:
         :meth:`observe`): as late as it can be and still be ready (the later the snapshot,
         the more it folds), once, at the rate usage grows, the :meth:`deadline` would come
         within ``_MARGIN`` times the summary's latency (the last one measured, else
-        ``assumed_latency_s``); never below halfway between reserve and start mark. Before
-        any growth is seen: past the start mark."""
+        ``assumed_latency_s``); never below halfway between reserve and start mark. Until
+        a rate is known (:attr:`rate`): past the start mark."""
         background = config.background
         if background is None:
             return False
