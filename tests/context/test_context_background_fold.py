@@ -14,7 +14,7 @@ import asyncio
 from contextfold.context import ContextEvent
 from contextfold.message import check_openai_valid
 
-from .ctx_support import user
+from .ctx_support import call, user, words
 from .test_context_background import (
     SIZE,
     SYSTEM,
@@ -99,3 +99,42 @@ def test_one_step_of_growth_is_not_yet_a_rate() -> None:
         prefetch.observe(tokens)
         found.append(prefetch.due(tokens, config, 16_000))
     assert found == [False, False, True]  # from the second step on, the rate decides
+
+
+async def test_the_summary_is_asked_once_the_request_of_its_step_is_answered() -> None:
+    # The summary extends the request of the step it started in (its snapshot's newest
+    # turn is folded, and only that request holds it). Sent at the same moment as that
+    # request, it would write the prefix into the provider's cache a second time; once
+    # the model's reply has arrived, the cache holds it and the summary reads it.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    i = await until_over_start(engine)
+    stored = engine.context
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0.01)
+    assert phases(events) == ["started"]
+    assert held.calls == 0  # the step's request is still in flight
+    engine.append(call("bash", text=f"step {i}"))  # the model's reply
+    await asyncio.sleep(0.01)
+    assert held.calls == 1
+    (request,) = held.requests
+    assert request.prefix is not None
+    assert list(request.prefix.context) == list(stored)  # the request sent, whole
+
+
+async def test_a_summary_waiting_for_the_answer_is_asked_when_the_agent_needs_it() -> None:
+    # No reply came (the next message is the user's), and the next step is past the wait
+    # mark: the agent waits for the summary, which is asked now rather than never.
+    held, events = HeldSummarizer(), []
+    engine = engine_with(held, events)
+    await until_over_start(engine)
+    await engine.prepare(SYSTEM)
+    await asyncio.sleep(0.01)
+    assert held.calls == 0
+    engine.append(user(words(int(0.95 * SIZE - engine.usage(SYSTEM).total), "more")))
+    waiting = asyncio.create_task(engine.prepare(SYSTEM))
+    await asyncio.sleep(0.01)
+    assert held.calls == 1
+    held.release.set()
+    model_input = await asyncio.wait_for(waiting, timeout=5)
+    assert model_input.summary is not None

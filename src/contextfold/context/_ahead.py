@@ -128,7 +128,9 @@ class Ahead:
         model reads it first; kept, it would sit beside everything that arrives until the
         swap, one turn more than a blocking compaction keeps). Past the trigger a blocking
         compaction would keep it, and so does this one. Its summary then extends the
-        request of this step, not the one last sent."""
+        request of this step, which the provider caches only once it is answered: the
+        summary is asked after the model's reply (sent beside it, both calls would write
+        that prefix) when there is time for it (``Prefetch.has_time``)."""
         engine = self._engine
         if not await engine.background.vacant(key):
             return
@@ -157,12 +159,20 @@ class Ahead:
         if plan is None or (plan.split > 0 and plan.masking is None and not plan.folded):
             return
         cause: Literal["usage", "idle"] = "idle" if trigger == "idle" else "usage"
-        await engine.background.start(key, functools.partial(self._job, plan), cause=cause)
+        job = functools.partial(self._job, plan)
+        # Its summary extends this step's request: it is sent once that one is answered.
+        after = (
+            plan.unsent
+            and trigger == "auto"
+            and engine.background.has_time(prefix.usage.total, engine.config, engine.context_size)
+        )
+        await engine.background.start(key, job, cause=cause, after_answer=after)
 
     async def _job(self, plan: CompactionPlan) -> Prepared | None:
         """The background job: ``plan`` executed, not committed; a failed summary fails
         it (whether to drop messages instead is decided at the trigger)."""
         engine = self._engine
+        await engine.background.answer()
         outcome = await engine._run_tiers(plan)
         if outcome is None:
             return None

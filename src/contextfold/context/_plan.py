@@ -86,6 +86,9 @@ class CompactionPlan:
     kept_request: int | None = None
     """The user's current request, when it sits before ``split``: it is not folded but
     kept, verbatim, at the head of the kept context."""
+    unsent: bool = False
+    """The summary request extends the request of this step, not one sent before it: the
+    provider's cache holds that prefix only once the step's request has been answered."""
 
     @property
     def folded(self) -> list[Msg]:
@@ -212,6 +215,7 @@ def plan_compaction(
     return replace(
         plan,
         summary=_summary_plan(request, plan.folded, previous, base, redact, counter, size),
+        unsent=base is not None and base is prefix,
     )
 
 
