@@ -18,7 +18,6 @@ from contextfold.context import (
     ContextEngine,
     ContextEvent,
     ExtractiveSummarizer,
-    ModelInput,
     SummaryRequest,
     SummaryResult,
     SystemClock,
@@ -104,7 +103,7 @@ async def test_the_agent_goes_on_while_the_summary_is_written_and_it_is_swapped_
     first = await engine.prepare(SYSTEM)  # starts the summary of a snapshot
     await asyncio.sleep(0)
     assert phases(events) == ["started"]
-    assert held.calls == 1
+    assert held.calls == 0  # asked once this step's request is answered (the reply)
     assert first.summary is None  # the agent works from the full context meanwhile
     # More steps while the summarizer is still busy: none waits for it.
     later: list[Msg] = []
@@ -116,6 +115,8 @@ async def test_the_agent_goes_on_while_the_summary_is_written_and_it_is_swapped_
             await engine.prepare(SYSTEM) if engine.usage(SYSTEM).total <= 0.8 * SIZE else None
         )
         assert model_input is None or model_input.summary is None
+        await asyncio.sleep(0)
+    assert held.calls == 1
     assert compressions(events) == []
     held.release.set()
     await asyncio.sleep(0.01)
@@ -164,6 +165,8 @@ async def test_a_prepared_summary_the_context_outgrew_is_discarded() -> None:
     engine = engine_with(held, events)
     i = await until_over_start(engine)
     await engine.prepare(SYSTEM)
+    await step(engine, i)  # the model's reply lets the summary be asked
+    i += 1
     held.release.set()
     await asyncio.sleep(0.01)
     # A compaction by other means changes what the prepared one was made from.
@@ -184,8 +187,10 @@ async def test_a_failed_background_summary_leaves_the_state_and_the_trigger_comp
     held, events = HeldSummarizer(fail=True), []
     engine = engine_with(held, events)
     i = await until_over_start(engine)
-    before = engine.context
     await engine.prepare(SYSTEM)
+    await step(engine, i)  # the model's reply lets the summary be asked
+    i += 1
+    before = engine.context
     held.release.set()
     await asyncio.sleep(0.01)
     assert phases(events) == ["started", "discarded"]
@@ -305,8 +310,9 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
     # The last summary took 5 s: at 5,000 tokens the trigger is 3,000 tokens away, less
     # than 1.25 x 5 s at 500 tokens a second.
     assert run(5.0, growing) == [False, False, False, True]
-    # No summary measured yet: 10 s assumed (assumed_latency_s), so from 4,000 tokens on.
-    assert run(None, growing) == [False, True, True, True]
+    # No summary measured yet: 10 s assumed (assumed_latency_s), so from 4,400 tokens on
+    # (at 4,000 one step has grown the context: one step is not a rate yet).
+    assert run(None, growing) == [False, False, True, True]
     # Before any growth is seen: the start mark (6,000).
     assert run(None, [5900]) == [False]
     assert run(None, [6100]) == [True]
@@ -428,6 +434,8 @@ async def test_a_swap_keeps_no_reserve_of_the_snapshot_beside_what_arrived_after
     await asyncio.sleep(0)
     assert phases(events) == ["started"]
     held.release.set()
+    await step(engine, i, tokens=40)  # the model's reply lets the summary be asked
+    i += 1
     await asyncio.sleep(0.01)
     while engine.usage(SYSTEM).total <= 0.8 * SIZE:
         await step(engine, i, tokens=40)
@@ -524,25 +532,18 @@ async def test_when_the_context_grows_fast_the_summaries_chain() -> None:
     assert "discarded" not in phases_seen[:-1]
 
 
-async def test_a_snapshot_with_nothing_to_fold_starts_no_summary() -> None:
-    # One step read a large file right after the request: past the start mark, but the
-    # snapshot's only message before its newest turn (kept: not yet seen by the model) is
-    # the user's request, which is kept too. A summary of nothing would still be swapped
-    # in (a summary layer, a broken cache, one more compaction counted) and the trigger
-    # would compact again: nothing is started until there is something to fold.
+async def test_a_snapshot_of_one_turn_below_the_trigger_folds_that_turn() -> None:
+    # One step read a large file right after the request: past the start mark. The
+    # snapshot's newest turn is folded (the model reads it in this step, before any swap;
+    # at the trigger a blocking compaction would fold it too), the request is kept.
     held, events = HeldSummarizer(), []
     engine = engine_with(held, events)
     engine.append(user("Fix the parser."))
     await step(engine, 0, tokens=2400)
     assert 0.5 * SIZE < engine.usage(SYSTEM).total <= 0.8 * SIZE
     model_input = await engine.prepare(SYSTEM)
-    await asyncio.sleep(0.01)
-    assert held.calls == 0
-    assert phases(events) == []
     assert model_input.summary is None
-    # The next step gives it something to fold: then it starts.
-    await step(engine, 1, tokens=40)
-    await engine.prepare(SYSTEM)
+    await step(engine, 1, tokens=40)  # the model's reply: the summary is asked now
     await asyncio.sleep(0.01)
     assert phases(events) == ["started"]
     assert held.calls == 1
@@ -550,29 +551,6 @@ async def test_a_snapshot_with_nothing_to_fold_starts_no_summary() -> None:
     assert len(folded) == 2
     assert folded[0].tool_calls
     assert folded[1].tool_results
-
-
-async def test_a_background_summary_extends_the_request_already_sent() -> None:
-    # The request of the step that starts a summary is sent at the same moment as the
-    # summary call: the provider's cache does not hold it yet. The summary extends the
-    # request sent before it (what the cache holds), as a summary at the trigger does;
-    # the newest turn, kept, is not needed in it.
-    held, events = HeldSummarizer(), []
-    engine = engine_with(held, events)
-    engine.append(user("Fix the parser."))
-    sent: list[ModelInput] = []
-    for i in range(20):
-        sent.append(await engine.prepare(SYSTEM))
-        await asyncio.sleep(0.01)
-        if phases(events):
-            break
-        await step(engine, i)
-    assert phases(events) == ["started"]
-    assert len(sent) >= 2
-    (request,) = held.requests
-    assert request.prefix is not None
-    assert list(request.prefix.context) == list(sent[-2].context)
-    assert len(request.prefix.context) < len(sent[-1].context)
 
 
 async def test_past_the_trigger_only_the_models_reply_must_fit_below_the_wait_mark() -> None:

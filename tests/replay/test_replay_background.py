@@ -99,6 +99,31 @@ async def test_work_in_a_thread_after_a_wake_finishes_at_its_own_time() -> None:
     assert finished == [1.0]
 
 
+async def test_work_let_go_now_starts_before_the_clock_moves_on() -> None:
+    # A summary job that waits for the model's reply is let go when the replay stores the
+    # recorded reply, and the replay then moves the clock on to the next call: the job
+    # starts at the time it was let go (its summary is ready 5 s later), not at the next
+    # call's.
+    clock = SimulatedClock()
+    clock.main = asyncio.current_task()
+    go = asyncio.Event()
+    started: list[float] = []
+
+    async def job() -> float:
+        await go.wait()
+        started.append(clock.now())
+        await clock.sleep(5.0)
+        return clock.now()
+
+    task = asyncio.create_task(job())
+    await clock.settle()
+    go.set()  # no await between this and the move
+    await clock.advance(8.0)
+    assert started == [0.0]
+    assert task.done()
+    assert task.result() == 5.0
+
+
 async def test_blocking_compaction_waits_the_whole_summary_latency() -> None:
     timing = ReplayTiming(summary_latency_s=4.0, step_latency_s=1.0)
     result = await replay_run(steady_run(), context_size=4000, timing=timing)

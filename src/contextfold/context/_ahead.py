@@ -10,11 +10,12 @@ commit goes through the engine's one commit point.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ..message import ToolSpec
-from ._plan import CompactionPlan
+from ._plan import CompactionPlan, plan_compaction
 from ._prefetch import Prepared
 from ._types import (
     CompressionEvent,
@@ -69,7 +70,8 @@ class Ahead:
         over = usage.total > trigger
         if (over and not prefetch.busy) or (not over and prefetch.due(usage.total, config, size)):
             key = (engine._start, id(engine._layer), engine.compressions)
-            await self._start(key, engine._input(system_prompt, tools, usage), "auto")
+            prefix = engine._input(system_prompt, tools, usage)
+            await self._start(key, prefix, "auto", seen=not over)
         return usage if not over or prefetch.defers(usage.total, deadline) else None
 
     async def between_turns(
@@ -110,13 +112,25 @@ class Ahead:
         )
 
     async def _start(
-        self, key: tuple[object, ...], prefix: ModelInput, trigger: CompressionTrigger
+        self,
+        key: tuple[object, ...],
+        prefix: ModelInput,
+        trigger: CompressionTrigger,
+        *,
+        seen: bool = False,
     ) -> None:
         """Plan a compaction of the state now and run its tiers in the background, unless
         one is in flight (or ran for ``key``) or the plan folds nothing. Planned here,
-        under the lock: it reads the snapshot and the request last sent, which the
-        provider's cache holds; the request of this step is sent beside the summary call,
-        not before it, so the cache does not hold it yet."""
+        under the lock, from the snapshot and the request last sent.
+
+        ``seen``: started below the trigger, so the step goes on from the full context and
+        the swap comes at a later step: the snapshot's newest turn is folded too (the
+        model reads it first; kept, it would sit beside everything that arrives until the
+        swap, one turn more than a blocking compaction keeps). Past the trigger a blocking
+        compaction would keep it, and so does this one. Its summary then extends the
+        request of this step, which the provider caches only once it is answered: the
+        summary is asked after the model's reply (sent beside it, both calls would write
+        that prefix) when there is time for it (``Prefetch.has_time``)."""
         engine = self._engine
         if not await engine.background.vacant(key):
             return
@@ -127,18 +141,38 @@ class Ahead:
         arriving = 0
         if trigger == "auto":
             arriving = max(0, engine._accounts.trigger(engine.config) - prefix.usage.total)
-        plan = engine._plan(request, prefix.usage, prefix, arriving=arriving)
+        plan = plan_compaction(
+            request,
+            usage=prefix.usage,
+            context=engine._context,
+            previous=engine._layer,
+            last_sent=engine._last_sent,
+            prefix=prefix,
+            redact=config.redact,
+            counter=engine.counter,
+            started=time.monotonic(),
+            arriving=arriving,
+            seen=seen,
+        )
         # A split past nothing but the kept request folds nothing: a summary of nothing
         # would be swapped in, counted, and followed by a compaction at the trigger.
         if plan is None or (plan.split > 0 and plan.masking is None and not plan.folded):
             return
         cause: Literal["usage", "idle"] = "idle" if trigger == "idle" else "usage"
-        await engine.background.start(key, functools.partial(self._job, plan), cause=cause)
+        job = functools.partial(self._job, plan)
+        # Its summary extends this step's request: it is sent once that one is answered.
+        after = (
+            plan.unsent
+            and trigger == "auto"
+            and engine.background.has_time(prefix.usage.total, engine.config, engine.context_size)
+        )
+        await engine.background.start(key, job, cause=cause, after_answer=after)
 
     async def _job(self, plan: CompactionPlan) -> Prepared | None:
         """The background job: ``plan`` executed, not committed; a failed summary fails
         it (whether to drop messages instead is decided at the trigger)."""
         engine = self._engine
+        await engine.background.answer()
         outcome = await engine._run_tiers(plan)
         if outcome is None:
             return None

@@ -172,11 +172,11 @@ class BackgroundConfig(BaseModel):
     start_ratio: float = Field(default=0.6, gt=0, lt=1)
     """Between ``reserve_ratio`` and ``trigger_ratio``: a summary never starts below
     halfway between ``reserve_ratio`` and this mark, and starts past it while the rate
-    the context grows at is not known yet (no step has added to it). Otherwise it starts
-    as late as it can and still be ready in time: once, at that rate, the point where the
-    agent would wait for it (``wait_ratio``) comes within 1.25 times its latency (the
-    last one measured, ``assumed_latency_s`` until one is). The later the snapshot, the
-    more a summary folds."""
+    the context grows at is not known yet (fewer than two steps added to it). Otherwise
+    it starts as late as it can and still be ready in time: once, at that rate, the point
+    where the agent would wait for it (``wait_ratio``) comes within 1.25 times its
+    latency (the last one measured, ``assumed_latency_s`` until one is). The later the
+    snapshot, the more a summary folds."""
 
     assumed_latency_s: float = Field(default=10.0, gt=0)
     """The summary's latency assumed until one has been measured (the first summary of a

@@ -409,15 +409,9 @@ class ContextEngine:
         return await self._commit(plan, outcome, system_prompt, tools)
 
     def _plan(
-        self,
-        request: CompressionRequest,
-        usage: ContextUsage,
-        prefix: ModelInput | None,
-        *,
-        arriving: int = 0,
+        self, request: CompressionRequest, usage: ContextUsage, prefix: ModelInput | None
     ) -> CompactionPlan | None:
-        """The plan of the state now (``arriving``: tokens that will be kept beside it,
-        see :func:`plan_compaction`)."""
+        """The plan of the state now (see :func:`plan_compaction`)."""
         return plan_compaction(
             request,
             usage=usage,
@@ -428,7 +422,6 @@ class ContextEngine:
             redact=self.config.redact,
             counter=self.counter,
             started=time.monotonic(),
-            arriving=arriving,
         )
 
     async def _run_tiers(self, plan: CompactionPlan) -> Outcome | None:

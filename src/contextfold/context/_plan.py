@@ -86,6 +86,9 @@ class CompactionPlan:
     kept_request: int | None = None
     """The user's current request, when it sits before ``split``: it is not folded but
     kept, verbatim, at the head of the kept context."""
+    unsent: bool = False
+    """The summary request extends the request of this step, not one sent before it: the
+    provider's cache holds that prefix only once the step's request has been answered."""
 
     @property
     def folded(self) -> list[Msg]:
@@ -158,6 +161,7 @@ def plan_compaction(
     counter: TokenCounter,
     started: float,
     arriving: int = 0,
+    seen: bool = False,
 ) -> CompactionPlan | None:
     """The plan of one compaction, or ``None`` when there is nothing to do: usage under
     the threshold (unless forced), or an automatic compaction that would free too little.
@@ -165,7 +169,11 @@ def plan_compaction(
     ``arriving`` is how many tokens are known to be appended after the snapshot and kept
     beside it when the plan is committed (one prepared in the background is swapped in
     once usage crosses the trigger, with everything since kept): they are recent context
-    too, so they count against ``reserve_ratio`` and the snapshot keeps only the rest."""
+    too, so they count against ``reserve_ratio`` and the snapshot keeps only the rest.
+    ``seen``: the model will have read the whole snapshot before the plan is committed
+    (one prepared in the background while the step goes on from the full context is
+    swapped in at a later step), so its newest turn is folded like the rest: at the swap
+    the newest turn is one that arrived after it, as at a blocking compaction."""
     config, size = request.config, usage.context_size
     ratio = config.trigger_ratio if request.threshold_ratio is None else request.threshold_ratio
     if not request.force and usage.total <= ratio * size:
@@ -175,7 +183,7 @@ def plan_compaction(
     safe = safe_boundaries(snapshot)
     # The newest assistant turn and what answers it are kept whenever cutting its tool
     # results can make it fit: a fresh result is not summarized before it was seen.
-    protect = protected_start(snapshot, tokens, usage, config, counter)
+    protect = len(snapshot) if seen else protected_start(snapshot, tokens, usage, config, counter)
     k = choose_split(tokens, safe, max(0, int(config.reserve_ratio * size) - arriving))
     if k == 0 and request.force:
         k = choose_split(tokens, safe, sum(tokens) // 2)
@@ -207,6 +215,7 @@ def plan_compaction(
     return replace(
         plan,
         summary=_summary_plan(request, plan.folded, previous, base, redact, counter, size),
+        unsent=base is not None and base is prefix,
     )
 
 

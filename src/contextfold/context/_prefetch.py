@@ -70,6 +70,9 @@ class Prefetch:
         # The last few steps that grew usage: (seconds they took, tokens they added).
         self._steps: deque[tuple[float, int]] = deque(maxlen=_STEPS_SEEN)
         self._replies: deque[int] = deque(maxlen=_STEPS_SEEN)
+        self._answer: asyncio.Event | None = None  # set once the step's request is answered
+        self.answer_wait = 0.0
+        """Seconds the last job that waited for its step's answer waited."""
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
         self.applied = 0
@@ -90,6 +93,7 @@ class Prefetch:
     def observe(self, tokens: int) -> None:
         """Note the usage at a step: how fast it grows, and by how much a step (a step
         that compacted tells neither)."""
+        self.answered()  # a new step: the last request was answered (or given up)
         now = self.clock.now()
         if self._seen is not None and tokens > self._seen[1]:
             self._steps.append((max(0.0, now - self._seen[0]), tokens - self._seen[1]))
@@ -97,15 +101,47 @@ class Prefetch:
 
     @property
     def rate(self) -> float | None:
-        """Tokens a second usage grew by over the last few steps (one step's burst does not
-        make it); ``None`` until one step took time and grew it."""
+        """Tokens a second usage grew by over the last few steps; ``None`` until two steps
+        grew it. One step is not a rate: the first step of a run often reads a large file
+        in a second, and with the latency assumed for a first summary that one burst
+        would start a summary at a third of the window, whose snapshot folds little and
+        keeps all that arrives after it (three of the 44 SWE-bench replays)."""
+        if len(self._steps) < 2:
+            return None
         seconds = sum(t for t, _ in self._steps)
         return sum(g for _, g in self._steps) / seconds if seconds > 0 else None
 
     def observe_reply(self, tokens: int) -> None:
         """Note the size of one of the model's replies (an assistant message, with its
-        tool calls)."""
+        tool calls): the request it answers is now in the provider's cache."""
         self._replies.append(tokens)
+        self.answered()
+
+    def answered(self) -> None:
+        """The request of the step the job started in was answered, or the engine needs
+        the job now: a job that waits for it (:meth:`answer`) goes on."""
+        if self._answer is not None:
+            self._answer.set()
+
+    async def answer(self) -> None:
+        """Wait, in a job started with ``after_answer``, until :meth:`answered`: its
+        summary extends the request of that step, which the provider caches once it is
+        answered; called at the same moment, it would write that prefix a second time."""
+        if self._answer is not None:
+            await self._answer.wait()
+            self.answer_wait = self._age()
+
+    def has_time(self, tokens: int, config: ContextConfig, size: int) -> bool:
+        """Whether a job started at ``tokens`` may wait for its step's answer before it asks
+        for its summary: at the rate usage grows, the :meth:`deadline` is still further
+        away than ``_MARGIN`` times the summary's latency plus the last such wait (not
+        when a summary is started late, right after the last was swapped in)."""
+        rate, background = self.rate, config.background
+        if rate is None or rate <= 0 or background is None:
+            return True
+        latency = background.assumed_latency_s if self.latency is None else self.latency
+        left = (self.deadline(config, size) - tokens) / rate
+        return left >= _MARGIN * latency + self.answer_wait
 
     @property
     def typical_reply(self) -> int:
@@ -136,8 +172,8 @@ class Prefetch:
         :meth:`observe`): as late as it can be and still be ready (the later the snapshot,
         the more it folds), once, at the rate usage grows, the :meth:`deadline` would come
         within ``_MARGIN`` times the summary's latency (the last one measured, else
-        ``assumed_latency_s``); never below halfway between reserve and start mark. Before
-        any growth is seen: past the start mark."""
+        ``assumed_latency_s``); never below halfway between reserve and start mark. Until
+        a rate is known (:attr:`rate`): past the start mark."""
         background = config.background
         if background is None:
             return False
@@ -185,10 +221,13 @@ class Prefetch:
         job: Callable[[], Awaitable[Prepared | None]],
         *,
         cause: Literal["usage", "idle"] = "usage",
+        after_answer: bool = False,
     ) -> None:
-        """Run ``job`` in the background, unless :meth:`vacant` says no."""
+        """Run ``job`` in the background, unless :meth:`vacant` says no; with
+        ``after_answer``, :meth:`answer` waits for the step's request to be answered."""
         if not await self.vacant(key):
             return
+        self._answer = asyncio.Event() if after_answer else None
         self._tried = key
         self._cause = cause
         self._started = self.clock.now()
@@ -225,6 +264,7 @@ class Prefetch:
             self._task = None
             await self._dropped("its event loop ended")
             return None
+        self.answered()  # waited for now: nothing is gained by holding it back
         began = self.clock.now()
         prepared = await self.clock.wait(task)
         self._task = None
@@ -247,6 +287,7 @@ class Prefetch:
         task = self._task
         if task is None or task.get_loop() is not asyncio.get_running_loop():
             return False
+        self.answered()
         try:
             prepared = await self.clock.wait(task)
         except asyncio.CancelledError:

@@ -69,6 +69,9 @@ class SimulatedClock:
         """Move the time on by ``seconds``, waking each sleeper at its own time."""
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"time moves forward by a finite amount, not {seconds}")
+        # Work that became ready now (a background job the agent's last message let go
+        # on) starts now, not once the time has moved on.
+        await self.settle()
         target = self._now + seconds
         while self._sleepers and self._sleepers[0][0] <= target:
             when, _, future = heapq.heappop(self._sleepers)
