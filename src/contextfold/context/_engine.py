@@ -343,7 +343,10 @@ class ContextEngine:
             tool_enabled=self.config.compression_tool_enabled,
             readback=self.readback,
         )
-        usage = replace(usage, context=usage.context + self.counter.count_message(hint))
+        hint_tokens = self.counter.count_message(hint)
+        if usage.total + hint_tokens > self.context_size:
+            return model_input  # advice only: it never pushes the request past the window
+        usage = replace(usage, context=usage.context + hint_tokens)
         await self._emit(UsageHintEvent(tokens=usage.total, context_size=self.context_size))
         return replace(model_input, context=(*model_input.context, hint), usage=usage)
 
