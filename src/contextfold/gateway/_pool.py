@@ -1,15 +1,20 @@
 """The upstream client's connection pool: idle keep-alive connections on a stack per
-origin, taken and given back in constant time.
+origin, taken and given back in constant time, at most ``max_connections`` open.
 
 httpcore's own pool re-examines every connection on every request and on every response
 closed (for each one, whether it expired: a readability check, a system call, for the
 idle ones; and, for each idle one, a count of all the idle ones). Behind a client with
 16 connections open that scan was the largest part of the gateway's CPU per request (in
 a profile under ``wrk -c16``: about a third). Here a request takes the most recently
-used idle connection (one expiry check), or opens a new one; its response, once closed,
-gives the connection back if it is idle again (the answer read to its end), or closes
-it. HTTP/1.1, as the gateway's client speaks; the number of connections open is that of
-the requests in flight (the clients' own concurrency), at most ``max_idle`` kept idle.
+used idle connection (one expiry check), or opens a new one while fewer than
+``max_connections`` are open (in use or idle), or else waits for one to be given back or
+closed; its response, once closed, gives the connection back if it is idle again (the
+answer read to its end), or closes it. HTTP/1.1, as the gateway's client speaks.
+
+:class:`StackTransport` puts it behind httpx's public transport interface: it converts
+httpx's request to httpcore's and the response back, and httpcore's exceptions to
+httpx's (the same mapping as httpx's own transport), using neither package's private
+attributes, so an httpx upgrade cannot silently unplug it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,35 @@ __all__ = ["StackPool", "StackTransport"]
 
 _Key = tuple[bytes, bytes, int]
 
+_EXCEPTIONS: dict[type[Exception], type[httpx.HTTPError]] = {
+    httpcore.TimeoutException: httpx.TimeoutException,
+    httpcore.ConnectTimeout: httpx.ConnectTimeout,
+    httpcore.ReadTimeout: httpx.ReadTimeout,
+    httpcore.WriteTimeout: httpx.WriteTimeout,
+    httpcore.PoolTimeout: httpx.PoolTimeout,
+    httpcore.NetworkError: httpx.NetworkError,
+    httpcore.ConnectError: httpx.ConnectError,
+    httpcore.ReadError: httpx.ReadError,
+    httpcore.WriteError: httpx.WriteError,
+    httpcore.ProxyError: httpx.ProxyError,
+    httpcore.UnsupportedProtocol: httpx.UnsupportedProtocol,
+    httpcore.ProtocolError: httpx.ProtocolError,
+    httpcore.LocalProtocolError: httpx.LocalProtocolError,
+    httpcore.RemoteProtocolError: httpx.RemoteProtocolError,
+}
+"""httpcore's exceptions and httpx's for them, as httpx's own transport maps them: the
+gateway tells a timeout (504) from a failed connection (502) by httpx's types."""
+
+
+def _httpx_error(exc: Exception) -> type[httpx.HTTPError] | None:
+    """httpx's exception type for httpcore's ``exc`` (the most specific), None if ``exc``
+    is not httpcore's."""
+    for kind in type(exc).__mro__:
+        mapped = _EXCEPTIONS.get(kind)
+        if mapped is not None:
+            return mapped
+    return None
+
 
 def _key(origin: httpcore.Origin) -> _Key:
     """``origin`` as a dictionary key (httpcore's ``Origin`` has no hash)."""
@@ -34,24 +68,33 @@ def _key(origin: httpcore.Origin) -> _Key:
 
 
 class StackPool:
-    """Keep-alive HTTP/1.1 connections, the idle ones on a stack per origin (see the
-    module docstring). Speaks httpcore's interface: what ``httpx.AsyncHTTPTransport``
-    sends its requests to."""
+    """Keep-alive HTTP/1.1 connections, the idle ones on a stack per origin, at most
+    ``max_connections`` open (see the module docstring). Takes httpcore's requests and
+    answers httpcore's responses, whose body gives the connection back when closed."""
 
     def __init__(
         self,
         *,
         ssl_context: ssl.SSLContext | None = None,
         keepalive_expiry: float | None = 5.0,
+        max_connections: int = 100,
         max_idle: int = 64,
         socket_options: Iterable[Any] | None = None,
     ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self._ssl_context = ssl_context
         self._keepalive_expiry = keepalive_expiry
+        self._max_connections = max_connections
         self._max_idle = max_idle
         self._socket_options = socket_options
         self._idle: dict[_Key, list[httpcore.AsyncHTTPConnection]] = {}
         self._closed = False
+        self._changed: anyio.Event | None = None
+        """Set, and dropped, when a connection is given back or closed: the requests
+        waiting for one (there are some when it is not None) look again."""
+        self.open = 0
+        """Connections open now, in use or idle (a slot each, of ``max_connections``)."""
         self.opened = 0
         """Connections opened so far (each request that found no idle one opens one)."""
 
@@ -59,20 +102,61 @@ class StackPool:
         """How many idle connections are kept, all origins."""
         return sum(len(stack) for stack in self._idle.values())
 
-    async def _take(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
-        stack = self._idle.get(_key(origin))
-        while stack:
-            connection = stack.pop()
-            if connection.is_idle() and not connection.has_expired():
-                return connection
-            await connection.aclose()
-        self.opened += 1
-        return httpcore.AsyncHTTPConnection(
-            origin=origin,
-            ssl_context=self._ssl_context,
-            keepalive_expiry=self._keepalive_expiry,
-            socket_options=self._socket_options,
-        )
+    async def _take(
+        self, origin: httpcore.Origin, patience: float | None
+    ) -> httpcore.AsyncHTTPConnection:
+        """The last idle connection to ``origin`` still usable, or a new one if a slot is
+        free (an idle connection to another origin closed for it if need be), else wait,
+        at most ``patience`` seconds (httpx's pool timeout). Cancelled or timed out while
+        waiting, it has taken nothing."""
+        key = _key(origin)
+        deadline: float | None = None
+        while True:
+            if self._closed:
+                raise httpcore.ConnectError("the connection pool is closed")
+            stack = self._idle.get(key)
+            if stack:
+                connection = stack.pop()
+                if connection.is_idle() and not connection.has_expired():
+                    return connection
+                await self._close(connection)
+                continue
+            if self.open < self._max_connections:
+                self.open += 1
+                self.opened += 1
+                return httpcore.AsyncHTTPConnection(
+                    origin=origin,
+                    ssl_context=self._ssl_context,
+                    keepalive_expiry=self._keepalive_expiry,
+                    socket_options=self._socket_options,
+                )
+            other = next((s for s in self._idle.values() if s), None)
+            if other is not None:
+                await self._close(other.pop(0))  # the longest idle, for another origin
+                continue
+            if self._changed is None:
+                self._changed = anyio.Event()
+            if patience is not None and deadline is None:
+                deadline = anyio.current_time() + patience
+            left = None if deadline is None else deadline - anyio.current_time()
+            with anyio.move_on_after(left) as waited:
+                await self._changed.wait()
+            if waited.cancelled_caught:
+                raise httpcore.PoolTimeout(f"no connection free in {patience} s")
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def _close(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        """Close ``connection`` (not cancelled half way) and free its slot."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await connection.aclose()
+        finally:
+            self.open -= 1
+            self._wake()
 
     async def give_back(
         self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection
@@ -82,19 +166,19 @@ class StackPool:
         stack = self._idle.setdefault(_key(origin), [])
         if not self._closed and connection.is_idle() and len(stack) < self._max_idle:
             stack.append(connection)
+            self._wake()
         else:
-            await connection.aclose()
+            await self._close(connection)
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         """Send ``request`` on an idle connection of its origin, or a new one."""
-        if self._closed:
-            raise httpcore.ConnectError("the connection pool is closed")
         origin = request.url.origin
-        connection = await self._take(origin)
+        timeouts = request.extensions.get("timeout", {})
+        connection = await self._take(origin, timeouts.get("pool"))
         try:
             response = await connection.handle_async_request(request)
         except BaseException:
-            await connection.aclose()
+            await self._close(connection)
             raise
         assert isinstance(response.stream, AsyncIterable)
         return httpcore.Response(
@@ -110,7 +194,8 @@ class StackPool:
         stacks, self._idle = self._idle, {}
         for stack in stacks.values():
             for connection in stack:
-                await connection.aclose()
+                await self._close(connection)
+        self._wake()
 
     async def __aenter__(self) -> StackPool:
         return self
@@ -119,8 +204,9 @@ class StackPool:
         await self.aclose()
 
 
-class _Returned:
-    """A response body that gives its connection back to the pool when closed."""
+class _Returned(httpx.AsyncByteStream):
+    """A response body, httpcore's exceptions raised as httpx's, that gives its
+    connection back to the pool when closed."""
 
     def __init__(
         self,
@@ -139,9 +225,12 @@ class _Returned:
         try:
             async for part in self._stream:
                 yield part
-        except BaseException:
+        except BaseException as exc:
             await self.aclose()
-            raise
+            mapped = _httpx_error(exc) if isinstance(exc, Exception) else None
+            if mapped is None:
+                raise
+            raise mapped(str(exc)) from exc
 
     async def aclose(self) -> None:
         if self._closed:
@@ -154,18 +243,59 @@ class _Returned:
             await self._pool.give_back(self._origin, self._connection)
 
 
-class StackTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport (request and response conversion, its exceptions) in front of a
-    :class:`StackPool` instead of httpcore's pool. The TLS context and socket options
-    are those httpx made for its own pool; through a proxy (``HTTPS_PROXY`` given as
-    ``proxy``), httpx's own pool is kept."""
+class StackTransport(httpx.AsyncBaseTransport):
+    """httpx's transport interface in front of a :class:`StackPool` (``pool``): httpx's
+    request converted to httpcore's, the response and exceptions back, as httpx's own
+    transport does. TLS as httpx's default: ``httpx.create_ssl_context`` (certifi's
+    roots, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``). No proxy: a client with one in its
+    environment keeps httpx's own transports (see ``_upstream``)."""
 
-    def __init__(self, *, keepalive_expiry: float | None = 5.0, **options: Any) -> None:
-        super().__init__(**options)
-        stock = self._pool
-        if isinstance(stock, httpcore.AsyncConnectionPool):
-            self._pool = StackPool(  # type: ignore[assignment]
-                ssl_context=getattr(stock, "_ssl_context", None),
-                keepalive_expiry=keepalive_expiry,
-                socket_options=getattr(stock, "_socket_options", None),
-            )
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        keepalive_expiry: float | None = 5.0,
+        max_connections: int = 100,
+        max_idle: int = 64,
+        socket_options: Iterable[Any] | None = None,
+    ) -> None:
+        self.pool = StackPool(
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            keepalive_expiry=keepalive_expiry,
+            max_connections=max_connections,
+            max_idle=max_idle,
+            socket_options=socket_options,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` through the pool; its body is read as the response is."""
+        stream = request.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        url = request.url
+        sent = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=stream,
+            extensions=request.extensions,
+        )
+        try:
+            response = await self.pool.handle_async_request(sent)
+        except Exception as exc:
+            mapped = _httpx_error(exc)
+            if mapped is None:
+                raise
+            raise mapped(str(exc)) from exc
+        body = response.stream
+        assert isinstance(body, _Returned)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=body,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()

@@ -14,7 +14,7 @@ import httpx
 
 from ._config import GatewayConfig
 from ._metrics import Metrics
-from ._pool import StackTransport
+from ._pool import StackPool, StackTransport
 
 __all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
 
@@ -82,11 +82,14 @@ class Upstream:
 
     def __init__(self, config: GatewayConfig, metrics: Metrics) -> None:
         self._metrics = metrics
+        transport = None if _environment_proxy() else StackTransport()
+        self.pool: StackPool | None = None if transport is None else transport.pool
+        """The connection pool, None when httpx's own transports route through a proxy."""
         self._client = httpx.AsyncClient(
             base_url=config.upstream,
             timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
             follow_redirects=False,
-            transport=None if _environment_proxy() else StackTransport(),
+            transport=transport,
         )
 
     async def open(
