@@ -217,6 +217,17 @@ class SummaryTier:
         )
         if escalation.note is not None:
             layer = layer.with_note(escalation.note)
+        count = run.counter.count_message
+        over = (
+            usage.system
+            + usage.tools
+            + usage.overhead
+            + layer.tokens(run.counter)
+            + sum(count(m) for m in (*request, *escalation.context))
+            - run.context_size
+        )
+        if over > 0:  # only the summary can still give way
+            layer = layer.cut_by(run.counter, over)
         return Outcome(
             "summary" if result is not None else "truncation",
             [*request, *escalation.context],

@@ -78,6 +78,7 @@ def request_budget(config: ContextConfig, size: int) -> int:
 
 
 _REQUEST_CUT = HeadTailCut(marker=" [...] ", marker_room=4)
+_LAYER_CUT = HeadTailCut(marker="\n[... summary cut to fit the window ...]\n")
 _MIN_REQUEST_ROOM = 32
 
 
@@ -287,6 +288,20 @@ class SummaryLayer:
         *earlier, newest = self.parts
         return SummaryLayer(
             parts=(*earlier, f"{newest}\n\n{note}"),
+            ledger=self.ledger,
+            fields=self.fields,
+            refs=self.refs,
+            requests=self.requests,
+        )
+
+    def cut_by(self, counter: TokenCounter, tokens: int) -> SummaryLayer:
+        """This layer with its newest part cut (head and tail kept) by at least ``tokens``:
+        the one part of a request the engine may still shorten when what must stay (the
+        request in progress, a pending tool exchange) leaves it too little room."""
+        *earlier, newest = self.parts
+        room = max(0, counter.count_text(newest) - tokens)
+        return SummaryLayer(
+            parts=(*earlier, _LAYER_CUT.cut(counter, newest, room)),
             ledger=self.ledger,
             fields=self.fields,
             refs=self.refs,
