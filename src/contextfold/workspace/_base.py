@@ -27,8 +27,6 @@ from ..message import (
     DataBlock,
     Msg,
     TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
     ToolResultBlock,
     ToolResultContent,
     URLSource,
@@ -36,7 +34,7 @@ from ..message import (
 from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
 from ._grep_process import GREP_IN_PROCESS_BYTES, grep_in_process
-from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
+from ._lines import iter_blocks, read_window
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -46,7 +44,7 @@ from ._names import (
     media_type_of,
     parse_ref,
 )
-from ._pieces import encode_pieces, join_pieces, message_lines
+from ._pieces import Chunks, encoded, join_pieces, release, serialized
 from ._types import GrepMatch, ItemInfo, ItemPage
 
 __all__ = ["BaseWorkspace"]
@@ -87,6 +85,17 @@ class BaseWorkspace(ABC):
     @abstractmethod
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         """Store a tool result under a fresh name; return the file name actually used."""
+
+    async def _append_context_chunks(self, skey: str, session_id: str, chunks: Chunks) -> None:
+        """:meth:`_append_context` of a payload in pieces (``_pieces``): joined, unless
+        the backend overrides this to store them as they are."""
+        await self._append_context(skey, session_id, await _joined(chunks))
+
+    async def _put_tool_result_chunks(
+        self, skey: str, session_id: str, tkey: str, body: Chunks
+    ) -> str:
+        """:meth:`_put_tool_result` of a body in pieces (as :meth:`_append_context_chunks`)."""
+        return await self._put_tool_result(skey, session_id, tkey, await _joined(body))
 
     @abstractmethod
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -156,7 +165,11 @@ class BaseWorkspace(ABC):
         skey = encode_key(session_id, what="session_id")
         stripped = [await self._strip_msg(skey, session_id, m) for m in msgs]
         if stripped:
-            await self._append_context(skey, session_id, await _serialized(stripped))
+            chunks = await serialized(stripped)
+            try:
+                await self._append_context_chunks(skey, session_id, chunks)
+            finally:
+                await _released(chunks)
         return self._display(ItemPath("context", skey, CONTEXT_FILE).rel)
 
     async def offload_tool_result(
@@ -180,9 +193,11 @@ class BaseWorkspace(ABC):
                         f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
                     )
             text = "\n".join(parts)
-        big = len(text) > OFF_LOOP_BYTES
-        body = await asyncio.to_thread(_encoded, text) if big else text.encode()
-        name = await self._put_tool_result(skey, session_id, tkey, body)
+        body = await encoded(text)
+        try:
+            name = await self._put_tool_result_chunks(skey, session_id, tkey, body)
+        finally:
+            await _released(body)
         return self._display(ItemPath("tool_result", skey, name).rel)
 
     async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
@@ -516,36 +531,16 @@ def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context
         searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
-def _encoded(text: str) -> bytes:
-    """``text.encode()`` in pieces (see ``_pieces``)."""
-    return join_pieces(encode_pieces(text))
+async def _joined(chunks: Chunks) -> bytes:
+    if len(chunks) == 1:
+        return chunks[0]
+    return await asyncio.to_thread(join_pieces, chunks) if len(chunks) > 4 else join_pieces(chunks)
 
 
-async def _serialized(msgs: list[Msg]) -> bytes:
-    """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
-    result) is serialized in a worker thread, in pieces (see ``_pieces``), a
-    small one on the loop, where it costs less than the hop and keeps the number of loop
-    turns independent of thread timing."""
-    if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
-        return await asyncio.to_thread(lambda: join_pieces(message_lines(msgs)))
-    return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
-
-
-def _rough_size(msg: Msg) -> int:
-    """The characters of a message's texts (tool-call inputs counted by their raw form)."""
-    if isinstance(msg.content, str):
-        return len(msg.content)
-    size = 0
-    for block in msg.content:
-        if isinstance(block, TextBlock):
-            size += len(block.text)
-        elif isinstance(block, ThinkingBlock):
-            size += len(block.thinking)
-        elif isinstance(block, ToolResultBlock):
-            size += len(block.text())
-        elif isinstance(block, ToolCallBlock):
-            size += len(block.raw_input or "") + len(block.input)
-    return size
+async def _released(chunks: Chunks) -> None:
+    """Free a large body's pieces in a worker thread, one at a time (``_pieces.release``)."""
+    if len(chunks) > 1:
+        await asyncio.to_thread(release, chunks)
 
 
 def _payload(block: DataBlock) -> bytes | None:
