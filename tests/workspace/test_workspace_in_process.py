@@ -23,8 +23,8 @@ from contextfold.workspace import (
     BaseWorkspace,
     LocalWorkspace,
     MemoryWorkspace,
-    _base,
     _grep,
+    _grep_process,
     _line_text,
     _terms,
 )
@@ -154,13 +154,13 @@ async def test_a_large_item_is_sent_to_the_worker_by_a_thread_at_normal_priority
     # The matching threads run at nice 19 (a hostile pattern burns only what the loop
     # leaves); one stopped while it held the GIL held the loop 270 to 370 ms under load.
     threads: list[str] = []
-    real = _base.grep_in_process
+    real = _grep_process.grep_in_process
 
     def spy(*args: Any, **kwargs: Any) -> None:
         threads.append(threading.current_thread().name)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(_base, "grep_in_process", spy)
+    monkeypatch.setattr(_grep_process, "grep_in_process", spy)
     await ws.offload_tool_result("s1", ToolResultBlock(id="big", name="t", output=BIG))
     assert [m.line_number for m in await ws.grep("zqxneedle", session_id="s1")] == [40_001]
     assert len(threads) == 1

@@ -81,3 +81,31 @@ async def test_a_large_upload_is_hashed_and_signed_off_the_loop(
     assert any(what == "sha256" for what, _, _ in uploads), "the large bodies were signed"
     on_loop = [(what, size) for what, size, here in uploads if here]
     assert not on_loop, f"hashed on the event loop's thread: {on_loop}"
+
+
+async def test_an_unscoped_grep_lists_a_page_at_a_time(
+    ws: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextfold.workspace import _s3_client
+
+    for n in range(12):
+        block = ToolResultBlock(id="c", name="t", output=f"zqxhit {n}")
+        await ws.offload_tool_result(f"s{n:02d}", block)
+    await ws.offload_context("s03", [Msg("user", "zqxhit in a log", "user")])
+    whole = await ws.grep("zqxhit", max_results=100)
+    assert len(whole) == 13
+    monkeypatch.setattr(_s3_client, "LIST_PAGE", 4, raising=False)
+    client = ws._objects.client()
+    real = client.list_objects_v2
+    listed: list[str] = []
+
+    async def spy(**ask: Any) -> Any:
+        got = await real(**ask)
+        listed.extend(o["Key"] for o in got.get("Contents", []))
+        return got
+
+    monkeypatch.setattr(client, "list_objects_v2", spy)
+    first = await ws.grep("zqxhit", max_results=3)
+    assert [(m.path, m.line) for m in first] == [(m.path, m.line) for m in whole[:3]]
+    sessions = {k.split("/")[2] for k in listed if "/sessions/" in f"/{k}"}
+    assert len(sessions) < 12, f"listed all {len(sessions)} sessions for 3 matches"

@@ -20,7 +20,6 @@ from typing import Any, BinaryIO, Self
 
 from .._exceptions import WorkspaceError
 from .._logging import logger
-from .._process import WorkerFailed
 from ..message import (
     Base64Source,
     ContentBlock,
@@ -33,8 +32,8 @@ from ..message import (
 )
 from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
-from ._grep_process import GREP_IN_PROCESS_BYTES, grep_in_process
-from ._lines import iter_blocks, read_window
+from ._grep_process import GREP_IN_PROCESS_BYTES, search_stream
+from ._lines import read_window
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -442,7 +441,7 @@ class BaseWorkspace(ABC):
                 # its bytes there runs at normal priority (a nice-19 matching thread stopped
                 # while it held the GIL held the loop 270 to 370 ms under load).
                 run = asyncio.to_thread if info.size > GREP_IN_PROCESS_BYTES else off_loop
-                await run(_search_stream, searcher, info, stream, item.kind == "context")
+                await run(search_stream, searcher, info, stream, item.kind == "context")
             if searcher.remaining <= 0:
                 break
         return searcher.matches
@@ -461,6 +460,11 @@ class BaseWorkspace(ABC):
             while page := await asyncio.to_thread(self._page, it):
                 yield page
             return
+        pages = self._text_item_pages() if session_id is None else None
+        if pages is not None:  # a backend that lists its items a page at a time
+            async for found in pages:
+                yield self._infos(found)
+            return
         if session_id is None and self._lists_sessions_in_pages():
             ids = await self._sessions()
             keys = await asyncio.to_thread(_in_path_order, ids)
@@ -469,6 +473,11 @@ class BaseWorkspace(ABC):
                 yield self._infos(found)
             return
         yield await self.list_items(session_id)
+
+    def _text_item_pages(self) -> AsyncIterator[list[Listed]] | None:
+        """The text items of every session, a page at a time in path order (``None``:
+        this backend has no such listing)."""
+        return None
 
     def _lists_sessions_in_pages(self) -> bool:
         """Whether this backend overrides :meth:`_text_items_of`."""
@@ -518,17 +527,6 @@ def _in_path_order(ids: list[str]) -> list[str]:
     """The keys of the sessions ``ids``, in the order of their items' paths
     (``sessions/<key>/...``: a key is followed by ``/``, which sorts after ``-`` and ``.``)."""
     return sorted((encode_key(i, what="session_id") for i in ids), key=lambda k: f"{k}/")
-
-
-def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
-    with stream:
-        if info.size > GREP_IN_PROCESS_BYTES:
-            try:
-                grep_in_process(searcher, info.ref, info.path, stream, complete_only=context)
-                return
-            except WorkerFailed:
-                stream.seek(0)  # the worker took part of it and died: search it here
-        searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
 async def _joined(chunks: Chunks) -> bytes:

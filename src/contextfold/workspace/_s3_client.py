@@ -25,6 +25,8 @@ __all__ = ["OFF_LOOP_BODY", "S3Objects", "gather"]
 _T = TypeVar("_T")
 _CONFLICT_TRIES = 32
 """Tries of one PUT while the server answers 409 (conflicting writes)."""
+LIST_PAGE = 1000
+"""Keys per LIST request of :meth:`S3Objects.pages` (S3's most)."""
 OFF_LOOP_BODY = 1 << 20
 """A body larger than this is uploaded by botocore's synchronous client in a worker
 thread: the asynchronous one hashes it on the event loop to sign it (SHA-256 of the whole
@@ -244,6 +246,20 @@ class S3Objects:
                 return out
             after = contents[-1]["Key"][len(self.prefix) :]
             size = min(1000, size * 2)
+
+    async def pages(self, prefix: str) -> AsyncIterator[list[tuple[str, int, str]]]:
+        """:meth:`list_range` of ``prefix``, a LIST response (up to :data:`LIST_PAGE`
+        keys) at a time, so a caller that stops early never lists the rest."""
+        full = self.prefix + prefix
+        ask: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": LIST_PAGE}
+        while True:
+            async with self._gate, self.boundary("list", full):
+                got = await self.client().list_objects_v2(**ask)
+            contents = got.get("Contents", [])
+            yield [(o["Key"][len(full) :], int(o["Size"]), o.get("ETag", "")) for o in contents]
+            if not got.get("IsTruncated") or not contents:
+                return
+            ask["StartAfter"] = contents[-1]["Key"]
 
     async def any_under(self, prefix: str) -> bool:
         """Whether any object's key starts with ``prefix``."""
