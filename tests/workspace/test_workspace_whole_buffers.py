@@ -90,3 +90,33 @@ async def test_a_large_tool_result_reaches_the_file_in_pieces(
     assert largest < LIMIT, f"a {largest:,}-byte block was built in this process"
     assert isinstance(body, list), "given to the backend in pieces"
     assert body == [], "the pieces were freed (emptied)"
+
+
+def test_the_offload_key_of_a_long_text_is_hashed_a_piece_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine's content key: the escaped text comes back from the worker in pieces,
+    each hashed and freed in turn, never as one 8.6 MB object."""
+    import hashlib
+
+    from contextfold.context import _offload
+
+    expected = _offload._digest("result", ["t", BIG])
+    sizes: list[int] = []
+    real = hashlib.sha256
+
+    class Spy:
+        def __init__(self, *args: Any) -> None:
+            self._hash = real(*args)
+
+        def update(self, data: bytes) -> None:
+            sizes.append(len(data))
+            self._hash.update(data)
+
+        def hexdigest(self) -> str:
+            return self._hash.hexdigest()
+
+    monkeypatch.setattr(_offload.hashlib, "sha256", Spy)
+    assert _offload._digest_in_pieces("result", ["t", BIG]) == expected
+    assert sum(sizes) > len(BIG)
+    assert max(sizes) <= 1 << 20, f"a {max(sizes):,}-byte piece hashed at once"
