@@ -11,8 +11,7 @@ the answers are what they were.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pydantic_core
@@ -29,21 +28,14 @@ from contextfold.workspace import (
     _terms,
 )
 
+from ._two_backends import workspace_fixture
+
 LINE = "2026-12-04T05:00:00Z INFO worker-7 request served in 12 ms, status 200\n"
 BIG = "zqxfirst line\n" + LINE * 39_999 + "ERROR zqxneedle the one line that matters\n" + LINE * 2
 """About 2.9 MB: over the worker-process thresholds of the terms and of grep."""
 
 
-@pytest.fixture(params=["local", "memory"])
-async def ws(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
-    ws: BaseWorkspace = (
-        LocalWorkspace(tmp_path / "w", fsync=False)
-        if request.param == "local"
-        else MemoryWorkspace()
-    )
-    await ws.initialize()
-    yield ws
-    await ws.close()
+ws = workspace_fixture("ws")
 
 
 async def test_terms_of_a_large_offload_are_found_in_a_worker_process(
