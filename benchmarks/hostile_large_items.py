@@ -17,11 +17,17 @@ result it truncates or messages it compacts (``--no-redact`` leaves these out).
 
     PYTHONPATH=src python benchmarks/hostile_large_items.py [--mb 100] [--sessions 114000]
         [--backends local,memory] [--repeat 5] [--no-redact] [--busy N] [--only TEXT]
+        [--stacks MS]
 
 With ``--repeat N`` each call runs N times in a row and the table shows the median and the
 largest of its N gaps (the machine's own lateness, shown by the idle row, adds to both).
 To compare two trees on one machine, run the script twice with ``PYTHONPATH`` at each
 tree's ``src`` (the script uses public names only, and ``SessionOffload``).
+
+``--stacks MS`` re-arms ``faulthandler``'s watchdog at every tick, so whenever the loop is
+``MS`` late every thread's stack is written to ``hostile_stacks.txt`` (the watchdog is a C
+thread: it needs no GIL): what the loop waited on. That is how the Local offload's stall
+under ``--busy 3`` was found (the loop freeing the 100 MB line; see ``_pieces``).
 
 ``--busy N`` starts N processes that spin in Python beside the run (at the same priority),
 so a loaded machine can be had on demand (the gaps come from the OS descheduling a thread
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import itertools
 import os
@@ -44,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import IO
 
 from contextfold.context import ContextConfig, redact_credentials
 from contextfold.context._offload import SessionOffload
@@ -93,7 +101,15 @@ async def held(work: Awaitable[object]) -> tuple[object, float, float]:
             await asyncio.sleep(TICK)
             late.append(time.perf_counter() - start - TICK)
 
+    async def watched() -> None:  # --stacks: what held the loop, when it was late
+        assert STACKS is not None
+        while not done.is_set():
+            faulthandler.dump_traceback_later(STACKS[0], file=STACKS[1])
+            await asyncio.sleep(TICK)
+        faulthandler.cancel_dump_traceback_later()
+
     tick = asyncio.create_task(ticker())
+    watch = asyncio.create_task(watched()) if STACKS is not None else None
     await asyncio.sleep(0)
     t0 = time.perf_counter()
     cpu0, loop0 = time.process_time(), time.thread_time()
@@ -104,6 +120,8 @@ async def held(work: Awaitable[object]) -> tuple[object, float, float]:
         CPU_OFF_LOOP.append((time.process_time() - cpu0) - (time.thread_time() - loop0))
         done.set()
         await tick
+        if watch is not None:
+            await watch
     return result, max(late, default=0.0) * 1000, wall
 
 
@@ -158,6 +176,8 @@ def engine_offload(ws: Offloader, session_id: str, *, redact: bool) -> SessionOf
 
 
 ONLY: list[str] = []
+STACKS: tuple[float, IO[str]] | None = None
+"""``--stacks``: the lateness (s) that dumps every thread's stack, and the file."""
 
 
 async def run_steps(backend: str, steps: list[Step], repeat: int) -> list[Row]:
@@ -269,8 +289,14 @@ async def main() -> int:
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle row")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside the run")
     parser.add_argument("--only", action="append", default=[], help="calls whose name holds this")
+    parser.add_argument(
+        "--stacks", type=float, default=0, help="ms late: dump stacks to hostile_stacks.txt"
+    )
     args = parser.parse_args()
     ONLY.extend(args.only)
+    if args.stacks:
+        global STACKS
+        STACKS = (args.stacks / 1000, open("hostile_stacks.txt", "w"))  # noqa: SIM115, ASYNC230
     spinners = [_spin() for _ in range(args.busy)]
     try:
         return await _main(args)

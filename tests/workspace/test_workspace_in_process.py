@@ -11,8 +11,7 @@ the answers are what they were.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pydantic_core
@@ -23,27 +22,20 @@ from contextfold.workspace import (
     BaseWorkspace,
     LocalWorkspace,
     MemoryWorkspace,
-    _base,
     _grep,
+    _grep_process,
     _line_text,
     _terms,
 )
+
+from ._two_backends import workspace_fixture
 
 LINE = "2026-12-04T05:00:00Z INFO worker-7 request served in 12 ms, status 200\n"
 BIG = "zqxfirst line\n" + LINE * 39_999 + "ERROR zqxneedle the one line that matters\n" + LINE * 2
 """About 2.9 MB: over the worker-process thresholds of the terms and of grep."""
 
 
-@pytest.fixture(params=["local", "memory"])
-async def ws(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
-    ws: BaseWorkspace = (
-        LocalWorkspace(tmp_path / "w", fsync=False)
-        if request.param == "local"
-        else MemoryWorkspace()
-    )
-    await ws.initialize()
-    yield ws
-    await ws.close()
+ws = workspace_fixture("ws")
 
 
 async def test_terms_of_a_large_offload_are_found_in_a_worker_process(
@@ -154,13 +146,13 @@ async def test_a_large_item_is_sent_to_the_worker_by_a_thread_at_normal_priority
     # The matching threads run at nice 19 (a hostile pattern burns only what the loop
     # leaves); one stopped while it held the GIL held the loop 270 to 370 ms under load.
     threads: list[str] = []
-    real = _base.grep_in_process
+    real = _grep_process.grep_in_process
 
     def spy(*args: Any, **kwargs: Any) -> None:
         threads.append(threading.current_thread().name)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(_base, "grep_in_process", spy)
+    monkeypatch.setattr(_grep_process, "grep_in_process", spy)
     await ws.offload_tool_result("s1", ToolResultBlock(id="big", name="t", output=BIG))
     assert [m.line_number for m in await ws.grep("zqxneedle", session_id="s1")] == [40_001]
     assert len(threads) == 1

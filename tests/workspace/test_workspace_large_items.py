@@ -9,7 +9,7 @@ the time the loop is held is measured by the hostile-load benchmark, not here.
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,8 @@ from contextfold.tool import readback_tools
 from contextfold.workspace import BaseWorkspace, LocalWorkspace, MemoryWorkspace, glob_to_regex
 from contextfold.workspace._names import ItemPath
 
+from ._two_backends import KINDS, make, workspace_fixture
+
 LINES = 300_000
 BIG = "".join(
     f"line {n:07d} of the big tool result, padded to about one hundred bytes ....\n"
@@ -29,17 +31,11 @@ BOUND = 4 * 1024 * 1024
 """Peak memory a windowed read may take: a few buffers, far below the item's 26 MB."""
 
 
-@pytest.fixture(params=["local", "memory"])
-async def ws(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
-    ws: BaseWorkspace = (
-        LocalWorkspace(tmp_path / "w", fsync=False)
-        if request.param == "local"
-        else MemoryWorkspace()
-    )
-    await ws.initialize()
+async def _big(ws: BaseWorkspace) -> None:
     await ws.offload_tool_result("s1", ToolResultBlock(id="big", name="t", output=BIG))
-    yield ws
-    await ws.close()
+
+
+ws = workspace_fixture("ws", _big)
 
 
 async def _peak(work: Awaitable[str]) -> tuple[str, int]:
@@ -110,18 +106,12 @@ async def test_a_torn_last_context_line_stays_unread_by_a_window(tmp_path: Path)
     await ws.close()
 
 
-@pytest.fixture(params=["local", "memory"])
-async def many(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
-    ws: BaseWorkspace = (
-        LocalWorkspace(tmp_path / "w", fsync=False)
-        if request.param == "local"
-        else MemoryWorkspace()
-    )
-    await ws.initialize()
+async def _many(ws: BaseWorkspace) -> None:
     for n in range(450):
         await ws.offload_tool_result(f"s{n:03d}", ToolResultBlock(id="c", name="t", output="x"))
-    yield ws
-    await ws.close()
+
+
+many = workspace_fixture("many", _many)
 
 
 async def test_glob_of_many_items_is_capped_with_a_note(many: BaseWorkspace) -> None:
@@ -195,14 +185,7 @@ ORDER_IDS = ["s1", "s1-a", "s10", "s1.b", "a", "Z", "s2", "\u00e9t\u00e9", "x/y"
 (``s1/`` vs ``s1-a/``), encoded ones, and odd ones."""
 
 
-@pytest.fixture(params=["local", "memory"])
-async def mixed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseWorkspace]:
-    ws: BaseWorkspace = (
-        LocalWorkspace(tmp_path / "w", fsync=False)
-        if request.param == "local"
-        else MemoryWorkspace()
-    )
-    await ws.initialize()
+async def _mixed(ws: BaseWorkspace) -> None:
     png = DataBlock(source=Base64Source(media_type="image/png", data="iVBORw0KGgo="))
     for n, sid in enumerate(ORDER_IDS):
         await ws.offload_tool_result(sid, ToolResultBlock(id=f"c{n % 3}", name="t", output="x"))
@@ -212,8 +195,9 @@ async def mixed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         if n % 4 == 1:
             await ws.offload_data(sid, png)
     await ws.offload_data("a", DataBlock(source=Base64Source(media_type="image/gif", data="R0lG")))
-    yield ws
-    await ws.close()
+
+
+mixed = workspace_fixture("mixed", _mixed)
 
 
 @pytest.mark.parametrize(
@@ -264,13 +248,11 @@ class CountingMemory(MemoryWorkspace):
             yield listed
 
 
-@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_glob_looks_at_the_sessions_it_shows_not_all(kind: str, tmp_path: Path) -> None:
     """Issue 28: a Glob over 114,000 sessions listed them all (and held the loop while
     the collector went over the items) to show 200."""
-    ws: CountingLocal | CountingMemory = (
-        CountingLocal(tmp_path / "w", fsync=False) if kind == "local" else CountingMemory()
-    )
+    ws: CountingLocal | CountingMemory = make(kind, tmp_path, CountingLocal, CountingMemory)
     await ws.initialize()
     for n in range(300):
         await ws.offload_tool_result(f"s{n:03d}", ToolResultBlock(id="c", name="t", output="x"))
@@ -286,14 +268,12 @@ async def test_glob_looks_at_the_sessions_it_shows_not_all(kind: str, tmp_path: 
     await ws.close()
 
 
-@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_grep_without_a_session_lists_a_page_at_a_time(kind: str, tmp_path: Path) -> None:
     """Issue 28: a Grep over the whole workspace listed every item first (114,000
     sessions: ~400,000 objects built at once, and the collector's passes over them held
     the loop); it now lists a page at a time and stops listing at ``max_results``."""
-    ws: CountingLocal | CountingMemory = (
-        CountingLocal(tmp_path / "w", fsync=False) if kind == "local" else CountingMemory()
-    )
+    ws: CountingLocal | CountingMemory = make(kind, tmp_path, CountingLocal, CountingMemory)
     await ws.initialize()
     for n in range(1200):
         out = "needle here\n" if n % 2 else "nothing\n"

@@ -20,23 +20,20 @@ from typing import Any, BinaryIO, Self
 
 from .._exceptions import WorkspaceError
 from .._logging import logger
-from .._process import WorkerFailed
 from ..message import (
     Base64Source,
     ContentBlock,
     DataBlock,
     Msg,
     TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
     ToolResultBlock,
     ToolResultContent,
     URLSource,
 )
 from ._glob import Listed, first_matches, pattern_session
 from ._grep import Searcher, match_glob, off_loop
-from ._grep_process import GREP_IN_PROCESS_BYTES, grep_in_process
-from ._lines import OFF_LOOP_BYTES, iter_blocks, read_window
+from ._grep_process import GREP_IN_PROCESS_BYTES, search_stream
+from ._lines import read_window
 from ._names import (
     CONTEXT_FILE,
     ItemPath,
@@ -46,7 +43,7 @@ from ._names import (
     media_type_of,
     parse_ref,
 )
-from ._pieces import encode_pieces, join_pieces, message_lines
+from ._pieces import Chunks, encoded, join_pieces, release, serialized
 from ._types import GrepMatch, ItemInfo, ItemPage
 
 __all__ = ["BaseWorkspace"]
@@ -87,6 +84,17 @@ class BaseWorkspace(ABC):
     @abstractmethod
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
         """Store a tool result under a fresh name; return the file name actually used."""
+
+    async def _append_context_chunks(self, skey: str, session_id: str, chunks: Chunks) -> None:
+        """:meth:`_append_context` of a payload in pieces (``_pieces``): joined, unless
+        the backend overrides this to store them as they are."""
+        await self._append_context(skey, session_id, await _joined(chunks))
+
+    async def _put_tool_result_chunks(
+        self, skey: str, session_id: str, tkey: str, body: Chunks
+    ) -> str:
+        """:meth:`_put_tool_result` of a body in pieces (as :meth:`_append_context_chunks`)."""
+        return await self._put_tool_result(skey, session_id, tkey, await _joined(body))
 
     @abstractmethod
     async def _put_data(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
@@ -156,7 +164,11 @@ class BaseWorkspace(ABC):
         skey = encode_key(session_id, what="session_id")
         stripped = [await self._strip_msg(skey, session_id, m) for m in msgs]
         if stripped:
-            await self._append_context(skey, session_id, await _serialized(stripped))
+            chunks = await serialized(stripped)
+            try:
+                await self._append_context_chunks(skey, session_id, chunks)
+            finally:
+                await _released(chunks)
         return self._display(ItemPath("context", skey, CONTEXT_FILE).rel)
 
     async def offload_tool_result(
@@ -180,9 +192,11 @@ class BaseWorkspace(ABC):
                         f"[{block.media_type}{f' {block.name}' if block.name else ''}: {ref}]"
                     )
             text = "\n".join(parts)
-        big = len(text) > OFF_LOOP_BYTES
-        body = await asyncio.to_thread(_encoded, text) if big else text.encode()
-        name = await self._put_tool_result(skey, session_id, tkey, body)
+        body = await encoded(text)
+        try:
+            name = await self._put_tool_result_chunks(skey, session_id, tkey, body)
+        finally:
+            await _released(body)
         return self._display(ItemPath("tool_result", skey, name).rel)
 
     async def offload_data(self, session_id: str, data: DataBlock, **kwargs: Any) -> str:
@@ -427,7 +441,7 @@ class BaseWorkspace(ABC):
                 # its bytes there runs at normal priority (a nice-19 matching thread stopped
                 # while it held the GIL held the loop 270 to 370 ms under load).
                 run = asyncio.to_thread if info.size > GREP_IN_PROCESS_BYTES else off_loop
-                await run(_search_stream, searcher, info, stream, item.kind == "context")
+                await run(search_stream, searcher, info, stream, item.kind == "context")
             if searcher.remaining <= 0:
                 break
         return searcher.matches
@@ -446,6 +460,11 @@ class BaseWorkspace(ABC):
             while page := await asyncio.to_thread(self._page, it):
                 yield page
             return
+        pages = self._text_item_pages() if session_id is None else None
+        if pages is not None:  # a backend that lists its items a page at a time
+            async for found in pages:
+                yield self._infos(found)
+            return
         if session_id is None and self._lists_sessions_in_pages():
             ids = await self._sessions()
             keys = await asyncio.to_thread(_in_path_order, ids)
@@ -454,6 +473,11 @@ class BaseWorkspace(ABC):
                 yield self._infos(found)
             return
         yield await self.list_items(session_id)
+
+    def _text_item_pages(self) -> AsyncIterator[list[Listed]] | None:
+        """The text items of every session, a page at a time in path order (``None``:
+        this backend has no such listing)."""
+        return None
 
     def _lists_sessions_in_pages(self) -> bool:
         """Whether this backend overrides :meth:`_text_items_of`."""
@@ -505,47 +529,16 @@ def _in_path_order(ids: list[str]) -> list[str]:
     return sorted((encode_key(i, what="session_id") for i in ids), key=lambda k: f"{k}/")
 
 
-def _search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
-    with stream:
-        if info.size > GREP_IN_PROCESS_BYTES:
-            try:
-                grep_in_process(searcher, info.ref, info.path, stream, complete_only=context)
-                return
-            except WorkerFailed:
-                stream.seek(0)  # the worker took part of it and died: search it here
-        searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
+async def _joined(chunks: Chunks) -> bytes:
+    if len(chunks) == 1:
+        return chunks[0]
+    return await asyncio.to_thread(join_pieces, chunks) if len(chunks) > 4 else join_pieces(chunks)
 
 
-def _encoded(text: str) -> bytes:
-    """``text.encode()`` in pieces (see ``_pieces``)."""
-    return join_pieces(encode_pieces(text))
-
-
-async def _serialized(msgs: list[Msg]) -> bytes:
-    """The JSON lines of ``msgs``; a large batch (a compaction can fold a 100 MB tool
-    result) is serialized in a worker thread, in pieces (see ``_pieces``), a
-    small one on the loop, where it costs less than the hop and keeps the number of loop
-    turns independent of thread timing."""
-    if sum(_rough_size(m) for m in msgs) > OFF_LOOP_BYTES:
-        return await asyncio.to_thread(lambda: join_pieces(message_lines(msgs)))
-    return "".join(f"{m.model_dump_json()}\n" for m in msgs).encode()
-
-
-def _rough_size(msg: Msg) -> int:
-    """The characters of a message's texts (tool-call inputs counted by their raw form)."""
-    if isinstance(msg.content, str):
-        return len(msg.content)
-    size = 0
-    for block in msg.content:
-        if isinstance(block, TextBlock):
-            size += len(block.text)
-        elif isinstance(block, ThinkingBlock):
-            size += len(block.thinking)
-        elif isinstance(block, ToolResultBlock):
-            size += len(block.text())
-        elif isinstance(block, ToolCallBlock):
-            size += len(block.raw_input or "") + len(block.input)
-    return size
+async def _released(chunks: Chunks) -> None:
+    """Free a large body's pieces in a worker thread, one at a time (``_pieces.release``)."""
+    if len(chunks) > 1:
+        await asyncio.to_thread(release, chunks)
 
 
 def _payload(block: DataBlock) -> bytes | None:

@@ -16,17 +16,30 @@ import io
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from .._process import run
+from .._process import WorkerFailed, run
 from ._grep import Searcher
 from ._lines import iter_blocks
-from ._types import GrepMatch
+from ._types import GrepMatch, ItemInfo
 
-__all__ = ["GREP_IN_PROCESS_BYTES", "grep_in_process", "search_bytes"]
+__all__ = ["GREP_IN_PROCESS_BYTES", "grep_in_process", "search_bytes", "search_stream"]
 
 GREP_IN_PROCESS_BYTES = 1 << 20
 """An item larger than this (its stored size) is matched in a worker process."""
 
 _READ = 1 << 20
+
+
+def search_stream(searcher: Searcher, info: ItemInfo, stream: BinaryIO, context: bool) -> None:
+    """``searcher.search`` over one item's ``stream`` (closed after): in a worker process
+    when the item is large, else here. Synchronous: call it in a matching thread."""
+    with stream:
+        if info.size > GREP_IN_PROCESS_BYTES:
+            try:
+                grep_in_process(searcher, info.ref, info.path, stream, complete_only=context)
+                return
+            except WorkerFailed:
+                stream.seek(0)  # the worker took part of it and died: search it here
+        searcher.search(info.ref, iter_blocks(stream, complete_only=context), info.path)
 
 
 def grep_in_process(

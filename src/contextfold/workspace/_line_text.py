@@ -22,12 +22,11 @@ from collections.abc import Iterator
 from .._process import run
 from ._terms import message_parts, message_text
 
-__all__ = ["HUGE_LINE", "IN_PROCESS_BYTES", "huge_line_text", "line_texts"]
+__all__ = ["HUGE_LINE", "huge_line_text", "line_texts"]
 
-IN_PROCESS_BYTES = 1 << 20
-"""A line longer than this is looked through in a worker process (``contextfold._process``)."""
 HUGE_LINE = 1 << 20
-"""Lines longer than this (bytes) are read by their skeleton."""
+"""Lines longer than this (bytes) are read by their skeleton, in a worker process
+(``contextfold._process``)."""
 
 _BIG = 1 << 16
 _WINDOW = 1 << 16
@@ -37,25 +36,36 @@ _BODY = re.compile(rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 
 
-def line_texts(payload: bytes, limit: int) -> Iterator[str]:
-    """``message_text`` of each line of ``payload`` (a last line without newline
-    included), decoded with invalid UTF-8 replaced; a line over ``HUGE_LINE`` bytes gives
-    only its text's first ``limit`` characters."""
-    start, end = 0, len(payload)
-    while start < end:
-        stop = _find(payload, b"\n", start, end)
-        stop = end if stop == -1 else stop
-        if stop - start <= HUGE_LINE:
-            yield message_text(payload[start:stop].decode("utf-8", "replace"))
-        elif stop - start > IN_PROCESS_BYTES:  # scanning 100 MB here held this GIL
-            text: str = run(huge_line_text, memoryview(payload)[start:stop], limit)
+def line_texts(payload: bytes | list[bytes], limit: int) -> Iterator[str]:
+    """``message_text`` of each line of ``payload`` (bytes, or in pieces: a line may span
+    several; a last line without newline included), decoded with invalid UTF-8 replaced;
+    a line over ``HUGE_LINE`` bytes gives only its text's first ``limit`` characters."""
+    for parts, size in _lines(payload if isinstance(payload, list) else [payload]):
+        if size <= HUGE_LINE:
+            yield message_text(b"".join(parts).decode("utf-8", "replace"))
+        else:  # scanning 100 MB here held this GIL: its pieces go to a worker process
+            text: str = run(huge_line_text, parts, limit)
             yield text
-        else:
-            found = _huge_text(payload, start, stop, limit)
-            if found is None:
-                found = message_text(payload[start:stop].decode("utf-8", "replace"))[:limit]
-            yield found
-        start = stop + 1
+
+
+def _lines(chunks: list[bytes]) -> Iterator[tuple[list[memoryview], int]]:
+    """Each line of ``chunks`` as views of its parts, and its length; never joined."""
+    line: list[memoryview] = []
+    size = 0
+    for chunk in chunks:
+        view, pos, end = memoryview(chunk), 0, len(chunk)
+        while pos < end:
+            stop = _find(chunk, b"\n", pos, end)
+            if stop == -1:
+                line.append(view[pos:end])
+                size += end - pos
+                break
+            line.append(view[pos:stop])
+            yield line, size + stop - pos
+            line, size = [], 0
+            pos = stop + 1
+    if line:
+        yield line, size
 
 
 def huge_line_text(line: bytes, limit: int) -> str:

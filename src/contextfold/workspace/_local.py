@@ -31,6 +31,7 @@ from ._local_files import (
     DIR_MODE,
     DIRECTORY,
     collect_data,
+    data_items,
     flocked,
     hold_root,
     make_dir,
@@ -48,6 +49,7 @@ from ._local_files import (
 )
 from ._local_leases import LocalLeases
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
+from ._pieces import Chunks
 from ._search import RawHit, SearchableWorkspace
 from ._side_index import INDEX_FILE, SideIndex
 from ._types import SkippedEntry
@@ -216,10 +218,13 @@ class LocalWorkspace(SearchableWorkspace):
     # -- writing ---------------------------------------------------------------------------
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
-        self._writable()
-        await asyncio.to_thread(self._append_sync, skey, session_id, CONTEXT_FILE, payload)
+        await self._append_context_chunks(skey, session_id, [payload])
 
-    def _append_sync(self, skey: str, session_id: str, name: str, payload: bytes) -> None:
+    async def _append_context_chunks(self, skey: str, session_id: str, chunks: Chunks) -> None:
+        self._writable()  # written as pieces, never joined (see ``_pieces``)
+        await asyncio.to_thread(self._append_sync, skey, session_id, CONTEXT_FILE, chunks)
+
+    def _append_sync(self, skey: str, session_id: str, name: str, payload: Chunks) -> None:
         dfd = self._session_dir(skey, session_id, create=True)
         try:
             fd = open_file(dfd, name, APPEND, f"sessions/{skey}/{name}")
@@ -238,10 +243,15 @@ class LocalWorkspace(SearchableWorkspace):
             os.close(fd)  # releases the lock
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+        return await self._put_tool_result_chunks(skey, session_id, tkey, [body])
+
+    async def _put_tool_result_chunks(
+        self, skey: str, session_id: str, tkey: str, body: Chunks
+    ) -> str:
         self._writable()
         return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
 
-    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
+    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: Chunks) -> str:
         dfd = self._session_dir(skey, session_id, create=True)
         try:
             tmp = f".tmp-{uuid.uuid4().hex}"
@@ -272,7 +282,7 @@ class LocalWorkspace(SearchableWorkspace):
         ddfd = open_dir(self._dir, "data")
         try:
             with flocked(ddfd, fcntl.LOCK_SH):  # purge collects data under LOCK_EX
-                self._append_sync(skey, session_id, _REFS, f"{name}\n".encode())
+                self._append_sync(skey, session_id, _REFS, [f"{name}\n".encode()])
                 try:
                     st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
                     if stat.S_ISREG(st.st_mode) and st.st_size == len(payload):
@@ -402,7 +412,7 @@ class LocalWorkspace(SearchableWorkspace):
             if skey is None:
                 data_names = {e.name for e in os.scandir(ddfd)}
             owner = None if skey is None else self._listed_id(skey)
-            out.extend(_data_items(ddfd, sorted(data_names), owner))
+            out.extend(data_items(ddfd, sorted(data_names), owner))
         finally:
             os.close(ddfd)
         return out
@@ -446,7 +456,7 @@ class LocalWorkspace(SearchableWorkspace):
             data: list[tuple[ItemPath, int, str | None]] = []
         else:
             try:
-                data = _data_items(ddfd, sorted(e.name for e in os.scandir(ddfd)), None)
+                data = data_items(ddfd, sorted(e.name for e in os.scandir(ddfd)), None)
             finally:
                 os.close(ddfd)
 
@@ -499,11 +509,11 @@ class LocalWorkspace(SearchableWorkspace):
             if indexed.get((skey, name)) == size:
                 continue
             if name == CONTEXT_FILE:
-                self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, b"")
+                self._append_sync(skey, self._session_id(skey), CONTEXT_FILE, [])
             else:
                 body = read_file(self._dir, ("sessions", skey), name)
                 if body is not None:
-                    index.tool_stored(skey, name, body)
+                    index.tool_stored(skey, name, [body])
         for skey in {k for k, n in indexed if (k, n) not in present}:
             if not any(k == skey for k, _ in present):
                 index.drop_session(skey)  # removed behind the workspace's back
@@ -549,19 +559,3 @@ class LocalWorkspace(SearchableWorkspace):
             if stat.S_ISREG(st.st_mode) and sid is not None:
                 kept.append(dataclasses.replace(hit, session_id=sid))
         return kept
-
-
-def _data_items(
-    ddfd: int, names: list[str], owner: str | None
-) -> list[tuple[ItemPath, int, str | None]]:
-    """The data files ``names`` of the open ``data`` directory that are regular files."""
-    out: list[tuple[ItemPath, int, str | None]] = []
-    for name in names:
-        try:
-            item = parse_ref(f"data/{name}")
-            st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
-        except (UnsafePathError, FileNotFoundError):
-            continue
-        if stat.S_ISREG(st.st_mode):
-            out.append((item, st.st_size, owner))
-    return out

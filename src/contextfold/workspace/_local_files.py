@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from .._exceptions import UnsafePathError
 from .._logging import logger
-from ._names import parse_ref
+from ._names import ItemPath, parse_ref
 
 __all__ = [
     "APPEND",
@@ -28,6 +28,7 @@ __all__ = [
     "FILE_MODE",
     "READ",
     "collect_data",
+    "data_items",
     "flocked",
     "hold_root",
     "make_dir",
@@ -199,13 +200,25 @@ def raise_unsafe(exc: OSError, where: str) -> None:
         ) from exc
 
 
-def write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(fd, view) :]
+def write_all(fd: int, payload: bytes | list[bytes]) -> None:
+    """Write ``payload`` whole: bytes, or pieces (``_pieces.Chunks``) with ``writev``,
+    as many as the OS takes per call."""
+    if not isinstance(payload, list):
+        payload = [payload]
+    views = [memoryview(p) for p in payload if p]
+    while views:
+        done = os.writev(fd, views[:_IOV_MAX])
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if done:
+            views[0] = views[0][done:]
 
 
-def write_new(dir_fd: int, name: str, payload: bytes, *, fsync: bool) -> None:
+_IOV_MAX = 512
+"""Buffers per ``writev`` (POSIX allows at least 16; Linux 1024)."""
+
+
+def write_new(dir_fd: int, name: str, payload: bytes | list[bytes], *, fsync: bool) -> None:
     fd = os.open(name, _NEW, FILE_MODE, dir_fd=dir_fd)
     try:
         make_private(fd, FILE_MODE)
@@ -277,3 +290,19 @@ def collect_data(root: int, candidates: set[str], refs: str) -> None:
                     pass
     finally:
         os.close(ddfd)
+
+
+def data_items(
+    ddfd: int, names: list[str], owner: str | None
+) -> list[tuple[ItemPath, int, str | None]]:
+    """The data files ``names`` of the open ``data`` directory that are regular files."""
+    out: list[tuple[ItemPath, int, str | None]] = []
+    for name in names:
+        try:
+            item = parse_ref(f"data/{name}")
+            st = os.stat(name, dir_fd=ddfd, follow_symlinks=False)
+        except (UnsafePathError, FileNotFoundError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((item, st.st_size, owner))
+    return out

@@ -14,7 +14,7 @@ from ._glob import in_path_order
 from ._grep import Deadline, off_loop
 from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath, tool_file
-from ._pieces import join_pieces
+from ._pieces import Chunks, join_pieces, size_of
 from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
 
 __all__ = ["MemoryWorkspace"]
@@ -59,18 +59,21 @@ class MemoryWorkspace(SearchableWorkspace):
     # the loop, where they cost less than the hop (and take the same loop turns each run).
 
     async def _append_context(self, skey: str, session_id: str, payload: bytes) -> None:
-        if len(payload) > OFF_LOOP_BYTES:
-            await asyncio.to_thread(self._append_sync, skey, session_id, payload)
-        else:
-            self._append_sync(skey, session_id, payload)
+        await self._append_context_chunks(skey, session_id, [payload])
 
-    def _append_sync(self, skey: str, session_id: str, payload: bytes) -> None:
-        payload = bytes(payload)  # outside the lock, which readers on the loop take
-        docs = context_docs(payload, 0)
+    async def _append_context_chunks(self, skey: str, session_id: str, chunks: Chunks) -> None:
+        if size_of(chunks) > OFF_LOOP_BYTES:  # kept as pieces (see ``_pieces``)
+            await asyncio.to_thread(self._append_sync, skey, session_id, chunks)
+        else:
+            self._append_sync(skey, session_id, chunks)
+
+    def _append_sync(self, skey: str, session_id: str, chunks: Chunks) -> None:
+        chunks = [bytes(c) for c in chunks]  # outside the lock, which readers on the loop take
+        docs = context_docs(chunks, 0)
         with self._lock:
             self._ids.setdefault(skey, session_id)
-            self._context.setdefault(skey, []).append(payload)
-            self._sizes[skey] = self._sizes.get(skey, 0) + len(payload)
+            self._context.setdefault(skey, []).extend(chunks)
+            self._sizes[skey] = self._sizes.get(skey, 0) + size_of(chunks)
             start = self._lines.get(skey, 0)
             docs = [dataclasses.replace(d, line=start + d.line) for d in docs]
             lines = self._lines[skey] = start + len(docs)
@@ -78,12 +81,17 @@ class MemoryWorkspace(SearchableWorkspace):
         self._try_index()
 
     async def _put_tool_result(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
-        if len(body) > OFF_LOOP_BYTES:
-            return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, body)
-        return self._put_tool_sync(skey, session_id, tkey, body)
+        return await self._put_tool_result_chunks(skey, session_id, tkey, [body])
 
-    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, body: bytes) -> str:
-        body, doc = bytes(body), tool_doc(body)
+    async def _put_tool_result_chunks(
+        self, skey: str, session_id: str, tkey: str, chunks: Chunks
+    ) -> str:
+        if size_of(chunks) > OFF_LOOP_BYTES:
+            return await asyncio.to_thread(self._put_tool_sync, skey, session_id, tkey, chunks)
+        return self._put_tool_sync(skey, session_id, tkey, chunks)
+
+    def _put_tool_sync(self, skey: str, session_id: str, tkey: str, chunks: Chunks) -> str:
+        body, doc = bytes(join_pieces(chunks)), tool_doc(chunks)
         with self._lock:
             self._ids.setdefault(skey, session_id)
             tools = self._tools.setdefault(skey, {})

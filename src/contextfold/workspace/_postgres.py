@@ -18,6 +18,7 @@ from ._grep import Deadline
 from ._lease import Lease, acquire_lease
 from ._names import CONTEXT_FILE, ItemPath, tool_file
 from ._postgres_leases import PostgresLeases
+from ._postgres_pieces import PIECE, with_body
 from ._postgres_search import PostgresSearch
 from ._postgres_tables import BLOB_TABLES, DATA_LOCK, SIZE, Tables, decode_id, encode_id
 from ._search import RawHit, SearchableWorkspace
@@ -114,7 +115,8 @@ class PostgresWorkspace(SearchableWorkspace):
         if self.blobs is None or len(body) < self.blob_threshold:
             return body, None, None
         await con.execute("SELECT pg_advisory_xact_lock_shared($1)", DATA_LOCK)
-        digest = blob_digest(body)
+        big = len(body) > PIECE  # hashing 100 MB on the loop's thread: 0.2 s
+        digest = await asyncio.to_thread(blob_digest, body) if big else blob_digest(body)
         await self.blobs.put_blob(digest, body)
         return b"", digest, len(body)
 
@@ -125,11 +127,12 @@ class PostgresWorkspace(SearchableWorkspace):
             body, blob, size = await self._stored(con, payload)  # the data lock before rows
             await self._touch(con, skey, session_id)
             await self._search_index.lock_log(con, skey)
-            chunk = await con.fetchval(
+            chunk = await with_body(
+                con,
                 f"INSERT INTO {self._p}context_chunks (skey, body, blob, blob_size) "
-                "VALUES ($1, $2, $3, $4) RETURNING id",
-                skey,
+                "VALUES ($1, {body}, $2, $3) RETURNING id",
                 body,
+                skey,
                 blob,
                 size,
             )
@@ -142,12 +145,13 @@ class PostgresWorkspace(SearchableWorkspace):
             await self._touch(con, skey, session_id)
             name = tool_file(tkey)
             while True:
-                got = await con.fetchval(
+                got = await with_body(
+                    con,
                     f"INSERT INTO {self._p}tool_results (skey, name, body, blob, blob_size) "
-                    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING name",
+                    "VALUES ($1, $2, {body}, $3, $4) ON CONFLICT DO NOTHING RETURNING name",
+                    stored,
                     skey,
                     name,
-                    stored,
                     blob,
                     size,
                 )
@@ -169,11 +173,12 @@ class PostgresWorkspace(SearchableWorkspace):
             )
             if await con.fetchval(f"SELECT 1 FROM {self._p}data WHERE name = $1", name) is None:
                 body, blob, size = await self._stored(con, payload)
-                await con.execute(
+                await with_body(
+                    con,
                     f"INSERT INTO {self._p}data (name, body, blob, blob_size) "
-                    "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    name,
+                    "VALUES ($1, {body}, $2, $3) ON CONFLICT DO NOTHING",
                     body,
+                    name,
                     blob,
                     size,
                 )

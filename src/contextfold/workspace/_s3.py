@@ -9,7 +9,7 @@ blob store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ._blobs import check_digest
@@ -17,7 +17,7 @@ from ._grep import Deadline
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, tool_file
 from ._s3_client import S3Objects, gather
 from ._s3_index import S3SearchIndex
-from ._s3_layout import INDEX, index_key, is_data_name, layout
+from ._s3_layout import INDEX, Listed, by_session, index_key, is_data_name, layout
 from ._s3_log import ContextLog
 from ._search import RawHit, SearchableWorkspace
 
@@ -205,6 +205,35 @@ class S3Workspace(SearchableWorkspace):
         for name, found in zip(names, sizes, strict=True):
             if found is not None:
                 out.append((ItemPath("data", None, name), found, owner))
+        return out
+
+    def _text_item_pages(self) -> AsyncIterator[list[tuple[ItemPath, int, str | None]]]:
+        return self._text_pages()
+
+    async def _text_pages(self) -> AsyncIterator[list[tuple[ItemPath, int, str | None]]]:
+        """Every session's text items, a LIST response at a time (key order is path
+        order: one session's keys are contiguous). A session whose keys go on in the next
+        response is held back until they are all seen."""
+        carry: list[tuple[str, int, str]] = []
+        async for page in self._objects.pages("sessions/"):
+            listing = carry + page
+            last = listing[-1][0].partition("/")[0] if listing else None
+            carry = [e for e in listing if e[0].partition("/")[0] == last]
+            done = [e for e in listing if e[0].partition("/")[0] != last]
+            yield await self._text_items(by_session(done, None))
+        yield await self._text_items(by_session(carry, None))
+
+    async def _text_items(
+        self, sessions: dict[str, Listed]
+    ) -> list[tuple[ItemPath, int, str | None]]:
+        out: list[tuple[ItemPath, int, str | None]] = []
+        for key, listed in sessions.items():
+            sid = await self._session_id(key)
+            if log := listed.log():
+                out.append((ItemPath("context", key, CONTEXT_FILE), sum(log), sid))
+            out.extend(
+                (ItemPath("tool_result", key, n), size, sid) for n, size in listed.tools.items()
+            )
         return out
 
     async def _search(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,11 +20,18 @@ if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
     from types_aiobotocore_s3.type_defs import ObjectIdentifierTypeDef
 
-__all__ = ["S3Objects", "gather"]
+__all__ = ["OFF_LOOP_BODY", "S3Objects", "gather"]
 
 _T = TypeVar("_T")
 _CONFLICT_TRIES = 32
 """Tries of one PUT while the server answers 409 (conflicting writes)."""
+LIST_PAGE = 1000
+"""Keys per LIST request of :meth:`S3Objects.pages` (S3's most)."""
+OFF_LOOP_BODY = 1 << 20
+"""A body larger than this is uploaded by botocore's synchronous client in a worker
+thread: the asynchronous one hashes it on the event loop to sign it (SHA-256 of the whole
+body over plain HTTP) and computes its CRC32 checksum there, ~0.2 s of the loop's thread
+for 100 MB, however GIL-free the hashing is."""
 
 
 class S3Objects:
@@ -46,6 +54,9 @@ class S3Objects:
         self._stack: AsyncExitStack | None = None
         self._client: S3Client | None = None
         self._gate = asyncio.Semaphore(max_concurrency)
+        self._sync: Any = None
+        """botocore's synchronous client, for large bodies (made on the first)."""
+        self._sync_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -69,8 +80,28 @@ class S3Objects:
     async def close(self) -> None:
         """Close the client."""
         stack, self._stack, self._client = self._stack, None, None
+        sync, self._sync = self._sync, None
         if stack is not None:
             await stack.aclose()
+        if sync is not None:
+            sync.close()
+
+    def _sync_client(self) -> Any:
+        """botocore's synchronous client on the same endpoint, credentials and settings
+        (in the worker thread that first needs it: making one takes ~0.1 s)."""
+        with self._sync_lock:
+            if self._sync is None:
+                from botocore.config import Config
+
+                kwargs = dict(self._client_kwargs)
+                config = Config(max_pool_connections=self._max)
+                if kwargs.get("config") is not None:
+                    config = config.merge(kwargs["config"])
+                kwargs["config"] = config
+                if self.endpoint_url is not None:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                self._sync = _sync_session().create_client("s3", **kwargs)
+            return self._sync
 
     def client(self) -> S3Client:
         """The open client; ``WorkspaceError`` once closed."""
@@ -159,18 +190,17 @@ class S3Objects:
         for _ in range(_CONFLICT_TRIES):
             async with self._gate, self.boundary("write", full):
                 try:
-                    s3 = self.client()
+                    ask: dict[str, Any] = {"Bucket": self.bucket, "Key": full, "Body": body}
                     if create:
-                        got = await s3.put_object(
-                            Bucket=self.bucket, Key=full, Body=body, IfNoneMatch="*"
-                        )
+                        ask["IfNoneMatch"] = "*"
                     elif if_match is not None:
-                        got = await s3.put_object(
-                            Bucket=self.bucket, Key=full, Body=body, IfMatch=if_match
-                        )
+                        ask["IfMatch"] = if_match
+                    self.client()  # WorkspaceError once closed
+                    if len(body) > OFF_LOOP_BODY:
+                        got = await asyncio.to_thread(self._put_sync, ask)
                     else:
-                        got = await s3.put_object(Bucket=self.bucket, Key=full, Body=body)
-                    return got.get("ETag", "")
+                        got = await self.client().put_object(**ask)
+                    return str(got.get("ETag", ""))
                 except ClientError as exc:
                     code = _code(exc)
                     if code in ("PreconditionFailed", "412") or (if_match and code == "NoSuchKey"):
@@ -179,6 +209,9 @@ class S3Objects:
                         raise
             await asyncio.sleep(0.02)
         raise WorkspaceError(f"S3 kept answering 409 (conflicting writes) for {full}")
+
+    def _put_sync(self, ask: dict[str, Any]) -> Any:
+        return self._sync_client().put_object(**ask)
 
     async def list_keys(self, prefix: str) -> list[tuple[str, int]]:
         """``(key below prefix, size)`` of every object under ``prefix``, in key order."""
@@ -213,6 +246,20 @@ class S3Objects:
                 return out
             after = contents[-1]["Key"][len(self.prefix) :]
             size = min(1000, size * 2)
+
+    async def pages(self, prefix: str) -> AsyncIterator[list[tuple[str, int, str]]]:
+        """:meth:`list_range` of ``prefix``, a LIST response (up to :data:`LIST_PAGE`
+        keys) at a time, so a caller that stops early never lists the rest."""
+        full = self.prefix + prefix
+        ask: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": LIST_PAGE}
+        while True:
+            async with self._gate, self.boundary("list", full):
+                got = await self.client().list_objects_v2(**ask)
+            contents = got.get("Contents", [])
+            yield [(o["Key"][len(full) :], int(o["Size"]), o.get("ETag", "")) for o in contents]
+            if not got.get("IsTruncated") or not contents:
+                return
+            ask["StartAfter"] = contents[-1]["Key"]
 
     async def any_under(self, prefix: str) -> bool:
         """Whether any object's key starts with ``prefix``."""
@@ -268,6 +315,15 @@ def _session() -> Any:
         _SESSIONS.clear()
         _SESSIONS[pid] = session
     return _SESSIONS[pid]
+
+
+def _sync_session() -> Any:
+    """A botocore session sharing the asynchronous one's loaded service models."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _session().get_component("data_loader"))
+    return session
 
 
 def _code(exc: Any) -> str:

@@ -19,6 +19,7 @@ from ._base import BaseWorkspace
 from ._grep import Deadline, off_loop
 from ._line_text import line_texts
 from ._names import CONTEXT_FILE, ItemPath, decode_key, encode_key, is_capped
+from ._pieces import Chunks, head
 from ._terms import MAX_DOC_CHARS, index_terms_text, query_terms, snippet
 from ._types import ItemKind, SearchHit
 
@@ -88,7 +89,7 @@ def doc_terms(source: str) -> str:
     return index_terms_text(source)
 
 
-def context_docs(payload: bytes, first_line: int) -> list[Doc]:
+def context_docs(payload: bytes | Chunks, first_line: int) -> list[Doc]:
     """The documents of whole context-log lines appended at line ``first_line``.
 
     Line by line, and a huge line by its skeleton (``_line_text``): decoding a 100 MB
@@ -107,9 +108,10 @@ def context_docs(payload: bytes, first_line: int) -> list[Doc]:
     return docs
 
 
-def tool_doc(body: bytes) -> Doc:
-    """The document of one tool result."""
-    source = body[:MAX_DOC_CHARS].decode("utf-8", "replace")
+def tool_doc(body: bytes | Chunks) -> Doc:
+    """The document of one tool result (its bytes whole or in pieces)."""
+    first = body[:MAX_DOC_CHARS] if isinstance(body, bytes) else head(body, MAX_DOC_CHARS)
+    source = first.decode("utf-8", "replace")
     return Doc(0, doc_terms(source), None, source)
 
 

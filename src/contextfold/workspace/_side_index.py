@@ -23,6 +23,7 @@ from .._exceptions import UnsafePathError
 from .._logging import logger
 from . import _fts
 from ._names import CONTEXT_FILE
+from ._pieces import Chunks, size_of
 from ._search import RawHit, context_docs, tool_doc
 
 __all__ = ["INDEX_FILE", "SideIndex"]
@@ -198,7 +199,7 @@ class SideIndex:
                 return False
             return True
 
-    def log_appended(self, skey: str, fd: int, size_before: int, payload: bytes) -> None:
+    def log_appended(self, skey: str, fd: int, size_before: int, payload: Chunks) -> None:
         """Index ``payload``, just appended at ``size_before`` to the log open as ``fd``
         (whose lock the caller holds), and first any lines the index missed."""
 
@@ -208,7 +209,8 @@ class SideIndex:
                 _fts.drop_item(c, skey, CONTEXT_FILE)
                 upto = lines = 0
             if upto < size_before:
-                upto, lines = _extend(c, skey, upto, lines, os.pread(fd, size_before - upto, upto))
+                missed = [os.pread(fd, size_before - upto, upto)]
+                upto, lines = _extend(c, skey, upto, lines, missed)
             _extend(c, skey, upto, lines, payload)
 
         self._write(f"indexing sessions/{skey}/{CONTEXT_FILE}", change)
@@ -228,11 +230,12 @@ class SideIndex:
 
         return self._write(f"indexing sessions/{skey}/{CONTEXT_FILE}", change) and extended
 
-    def tool_stored(self, skey: str, name: str, body: bytes) -> None:
+    def tool_stored(self, skey: str, name: str, body: bytes | Chunks) -> None:
         def change(c: sqlite3.Connection) -> None:
             if _fts.get_source(c, skey, name) is None:
                 _fts.add_docs(c, skey, name, [tool_doc(body)])
-                _fts.set_source(c, skey, name, len(body), 1)
+                size = len(body) if isinstance(body, bytes) else size_of(body)
+                _fts.set_source(c, skey, name, size, 1)
 
         self._write(f"indexing sessions/{skey}/{name}", change)
 
@@ -259,12 +262,13 @@ class SideIndex:
 
 
 def _extend(
-    c: sqlite3.Connection, skey: str, upto: int, lines: int, payload: bytes
+    c: sqlite3.Connection, skey: str, upto: int, lines: int, payload: bytes | Chunks
 ) -> tuple[int, int]:
     """Index whole log lines ``payload`` stored at byte ``upto``, line ``lines``; the new
     ``(upto, lines)``."""
     docs = context_docs(payload, lines)
     _fts.add_docs(c, skey, CONTEXT_FILE, docs)
-    upto, lines = upto + len(payload), lines + len(docs)
+    size = len(payload) if isinstance(payload, bytes) else size_of(payload)
+    upto, lines = upto + size, lines + len(docs)
     _fts.set_source(c, skey, CONTEXT_FILE, upto, lines)
     return upto, lines
