@@ -15,6 +15,9 @@ worker's lease to expire) and finishes the task. Checked after each round:
 * every offloaded item is readable, with its listed size, and so is every reference the
   summary and the context hold; large items came back from S3.
 
+Most of a round is the resuming worker waiting out the dead worker's lease, so the rounds
+run ``LANES`` at a time, each on its own session; what a round does and checks is the same.
+
 A last test pauses a worker (SIGSTOP) past its lease: another takes over, and the paused
 one, continued, stops with ``LeaseLostError`` instead of running steps or overwriting.
 """
@@ -26,10 +29,13 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from collections import Counter
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -42,11 +48,43 @@ from . import rel_resume_child as child
 from .rel_support import record, rng, scaled, summarize
 
 ROUNDS = 20
+LANES = 4
 POINTS = ("tool", "compression", "between")
 _MARK = {"tool": "T", "compression": "C", "between": "S"}
 _DELAY = {"tool": 0.05, "compression": 0.07, "between": 0.01}
 _REF = re.compile(r"sessions/[A-Za-z0-9_%.\-~]+/(?:context\.jsonl|tool_result-[^\s\"'\])]+\.txt)")
 BLOB_THRESHOLD = 4096
+T = TypeVar("T")
+
+_PARENT = threading.Lock()
+"""Held by a lane while it forks a worker, reaps one or runs the parent's own asyncio work:
+``fork`` copies only the calling thread, so no other lane may be inside a library then (a
+lock it held would stay held in the child), and one thread at a time calls ``waitpid``
+(two reaping the same child could lose its exit code)."""
+
+
+def _start(spec: dict[str, Any], session_id: str, pipes: child.Pipes, *, wait: float) -> Any:
+    with _PARENT:
+        return child.start(spec, session_id, pipes, wait=wait)
+
+
+def _exitcode(proc: Any) -> int | None:
+    with _PARENT:
+        code: int | None = proc.exitcode
+        return code
+
+
+def _join(proc: Any, timeout: float) -> int | None:
+    """``proc``'s exit code once it exited, polled (None if still running at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while (code := _exitcode(proc)) is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return code
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    with _PARENT:
+        return asyncio.run(coro)
 
 
 @pytest.fixture
@@ -78,7 +116,7 @@ class Marks:
             try:
                 self._buf += os.read(self.read_fd, 4096)
             except BlockingIOError:
-                if not proc.is_alive():
+                if _exitcode(proc) is not None:
                     return False
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no {mark!r} mark in {timeout} s") from None
@@ -177,44 +215,16 @@ def test_sigkilled_worker_is_resumed_by_another_process(
     random = rng(14)
     asyncio.run(_rival_is_refused_warm_up(spec))  # forked workers inherit loaded models
     rounds = scaled(ROUNDS)
-    kills: Counter[str] = Counter()
-    totals: Counter[str] = Counter()
+    plan: list[tuple[str, int, float]] = []  # kill point, at its n-th mark, after a delay
     for n in range(rounds):
         point = POINTS[n % len(POINTS)]
-        session_id = f"resume-{n}"
-        side, acks = tmp_path / f"side{n}", tmp_path / f"acks{n}"
-        marks = Marks()
-        go_read, go_write = os.pipe()
-        pipes = child.Pipes(marks.write_fd, _open(side), _open(acks), go=go_read)
-        first = child.start(spec, session_id, pipes, wait=0)
-        assert marks.wait_for("L", 1, first), "the first worker did not get the lease"
-        message = asyncio.run(_rival_is_refused(spec, session_id))
-        assert "is being run by another worker" in message
-        os.write(go_write, b"g")
-        os.close(go_read)
-        os.close(go_write)
-        pipes.go = -1
-        reached = marks.wait_for(_MARK[point], random.randint(1, 3), first)
-        assert reached, f"the worker exited ({first.exitcode}) before its {point} kill point"
-        time.sleep(random.uniform(0, _DELAY[point]))
-        os.kill(first.pid, signal.SIGKILL)
-        first.join(30)
-        assert first.exitcode == -signal.SIGKILL
-        kills[point] += 1
-
-        second = child.start(spec, session_id, pipes, wait=30)
-        second.join(180)
-        assert second.exitcode == 0, f"the resuming worker failed (exit {second.exitcode})"
-        marks.close()
-        for fd in (pipes.side, pipes.acks):
-            os.close(fd)
-
-        _, reruns = _side_effects(side)
-        acked = _acked(acks)
-        checked = asyncio.run(_check_store(spec, session_id, acked))
-        totals.update(checked)
-        totals["acked"] += len(acked)
-        totals["reruns before store"] += reruns
+        plan.append((point, random.randint(1, 3), random.uniform(0, _DELAY[point])))
+    with ThreadPoolExecutor(LANES) as lanes:
+        results = list(
+            lanes.map(lambda n: _kill_and_resume(spec, tmp_path, n, *plan[n]), range(rounds))
+        )
+    kills = Counter(point for point, _, _ in plan)
+    totals: Counter[str] = sum(results, Counter())
     assert totals["from_s3"] > 0, "no offloaded item went to S3"
     summarize(
         f"[resume postgres+s3] rounds={rounds} kills during tool={kills['tool']} "
@@ -225,6 +235,45 @@ def test_sigkilled_worker_is_resumed_by_another_process(
     )
     record("resume on another worker", "SIGKILL rounds [postgres+s3]", rounds)
     record("resume on another worker", "acknowledged messages checked", totals["acked"])
+
+
+def _kill_and_resume(
+    spec: dict[str, Any], tmp_path: Path, n: int, point: str, nth: int, delay: float
+) -> Counter[str]:
+    """One round on its own session: SIGKILL the first worker at the ``nth`` mark of
+    ``point`` plus ``delay`` seconds, resume in a second process, check; what it counted."""
+    session_id = f"resume-{n}"
+    side, acks = tmp_path / f"side{n}", tmp_path / f"acks{n}"
+    marks = Marks()
+    go_read, go_write = os.pipe()
+    pipes = child.Pipes(marks.write_fd, _open(side), _open(acks), go=go_read)
+    first = _start(spec, session_id, pipes, wait=0)
+    assert marks.wait_for("L", 1, first), "the first worker did not get the lease"
+    message = _run(_rival_is_refused(spec, session_id))
+    assert "is being run by another worker" in message
+    os.write(go_write, b"g")
+    os.close(go_read)
+    os.close(go_write)
+    pipes.go = -1
+    reached = marks.wait_for(_MARK[point], nth, first)
+    assert reached, f"the worker exited ({_exitcode(first)}) before its {point} kill point"
+    time.sleep(delay)
+    os.kill(first.pid, signal.SIGKILL)
+    assert _join(first, 30) == -signal.SIGKILL
+
+    second = _start(spec, session_id, pipes, wait=30)
+    code = _join(second, 180)
+    assert code == 0, f"the resuming worker failed (exit {code})"
+    marks.close()
+    for fd in (pipes.side, pipes.acks):
+        os.close(fd)
+
+    _, reruns = _side_effects(side)
+    acked = _acked(acks)
+    totals = Counter(_run(_check_store(spec, session_id, acked)))
+    totals["acked"] += len(acked)
+    totals["reruns before store"] += reruns
+    return totals
 
 
 async def _rival_is_refused_warm_up(spec: dict[str, Any]) -> None:
