@@ -457,10 +457,12 @@ class FrozenClock(SystemClock):
         return 0.0
 
 
-async def test_a_step_that_jumps_past_the_trigger_starts_one_and_the_agent_goes_on() -> None:
-    # Nothing was prepared (the jump came from below the start mark): the summary starts
-    # at the trigger and the agent goes on from the full context until the wait mark.
-    held, events = HeldSummarizer(), []
+async def jumped_past_the_trigger(
+    held: HeldSummarizer, events: list[ContextEvent]
+) -> tuple[ContextEngine, int]:
+    """An engine whose context grew in small steps to 30% of the window, then jumped past
+    the trigger in one step (from below the start mark: nothing prepared); and the index of
+    that step."""
     engine = engine_with(held, events, clock=FrozenClock())
     engine.append(user("Fix the parser."))
     i = 0
@@ -469,6 +471,14 @@ async def test_a_step_that_jumps_past_the_trigger_starts_one_and_the_agent_goes_
         i += 1
         await engine.prepare(SYSTEM)
     await step(engine, i, tokens=int(0.8 * SIZE - engine.usage(SYSTEM).total) // 2 + 60)
+    return engine, i
+
+
+async def test_a_step_that_jumps_past_the_trigger_starts_one_and_the_agent_goes_on() -> None:
+    # Nothing was prepared (the jump came from below the start mark): the summary starts
+    # at the trigger and the agent goes on from the full context until the wait mark.
+    held, events = HeldSummarizer(), []
+    engine, i = await jumped_past_the_trigger(held, events)
     usage = engine.usage(SYSTEM).total
     assert 0.8 * SIZE < usage < 0.9 * SIZE - 100
     assert phases(events) == []

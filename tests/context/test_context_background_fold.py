@@ -18,10 +18,10 @@ from .ctx_support import call, user, words
 from .test_context_background import (
     SIZE,
     SYSTEM,
-    FrozenClock,
     HeldSummarizer,
     StoppedClock,
     engine_with,
+    jumped_past_the_trigger,
     phases,
     step,
     until_over_start,
@@ -60,14 +60,7 @@ async def test_a_snapshot_taken_past_the_trigger_keeps_its_newest_turn() -> None
     # A step jumped past the trigger: a blocking compaction now would keep this newest
     # turn, which the model has not read yet. The summary started here keeps it too.
     held, events = HeldSummarizer(), []
-    engine = engine_with(held, events, clock=FrozenClock())
-    engine.append(user("Fix the parser."))
-    i = 0
-    while engine.usage(SYSTEM).total <= 0.3 * SIZE:
-        await step(engine, i, tokens=40)
-        i += 1
-        await engine.prepare(SYSTEM)
-    await step(engine, i, tokens=int(0.8 * SIZE - engine.usage(SYSTEM).total) // 2 + 60)
+    engine, _ = await jumped_past_the_trigger(held, events)
     assert 0.8 * SIZE < engine.usage(SYSTEM).total < 0.9 * SIZE - 100
     newest = engine.context[-2:]
     model_input = await asyncio.wait_for(engine.prepare(SYSTEM), timeout=5)
