@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from contextfold import StructuredOutputError
-from contextfold.message import Msg
-from contextfold.model import ScriptedModel, StructuredOutput
+from contextfold.message import Msg, ToolSpec
+from contextfold.model import ScriptedModel, StructuredOutput, tool_reply
 
 from .model_scenarios import PERSON_SCHEMA
 
@@ -39,3 +40,46 @@ async def test_a_retry_is_the_first_request_plus_its_validation_error() -> None:
     assert second.messages != first.messages
     assert second.messages[: len(first.messages)] == first.messages
     assert "'age' is a required property" in second.messages[-1].text
+
+
+# -- text mode: the conversation's tools stay on offer, the answer is JSON as text ----------
+
+READ = ToolSpec(name="read_log", description="Read a log.", parameters={"type": "object"})
+
+
+async def test_a_text_mode_retry_asks_for_the_json_object_not_for_a_tool_call() -> None:
+    """The retry note of a text-mode attempt must not ask for a tool call that is not on
+    offer: it asks for the JSON object again, no tool called."""
+    model = ScriptedModel([tool_reply(("read_log", {})), json.dumps(VALID)])
+    out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
+    assert out == StructuredOutput(value=VALID, attempts=2)
+    note = model.requests[1].messages[-1].text
+    assert "called 'read_log'" in note
+    assert "Call person" not in note
+    assert "JSON object" in note
+
+
+async def test_text_mode_falls_back_to_the_forced_tool_when_answers_were_not_json() -> None:
+    """After text answers that held no JSON (a tool called, prose), the last attempt forces
+    the schema's tool: a constrained answer is worth the one prompt-cache miss."""
+    model = ScriptedModel(
+        [tool_reply(("read_log", {})), "I will read the log first.", json.dumps(VALID)]
+    )
+    out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
+    assert out == StructuredOutput(value=VALID, attempts=3)
+    first, second, last = model.requests
+    assert first.tool_choice is None
+    assert second.tool_choice is None
+    assert [t.name for t in first.tools] == ["read_log"]
+    assert last.tool_choice == "person"
+    assert [t.name for t in last.tools] == ["person"]
+
+
+async def test_text_mode_keeps_the_offered_tools_when_the_answer_was_json() -> None:
+    """A JSON answer that broke the schema is retried as text: the model can follow the
+    format, and the request keeps the conversation's prefix."""
+    model = ScriptedModel([json.dumps(INVALID[0]), json.dumps(INVALID[1]), json.dumps(VALID)])
+    out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
+    assert out.attempts == 3
+    assert all(r.tool_choice is None for r in model.requests)
+    assert all([t.name for t in r.tools] == ["read_log"] for r in model.requests)

@@ -80,6 +80,12 @@ class ChatModelBase(ABC):
         "Call {name} again with arguments that match its schema exactly."
     )
     """The note that asks for another attempt; ``{problem}`` is the validation error."""
+    _structured_text_retry: ClassVar[str] = (
+        "Your output was invalid ({problem}). "
+        "Answer again with the JSON object alone, calling no tool, "
+        "its fields matching the schema exactly."
+    )
+    """The same note after an answer given as text (the schema's tool is not on offer)."""
 
     def __init__(
         self,
@@ -263,18 +269,27 @@ class ChatModelBase(ABC):
         must ask for that JSON). An invalid answer is fed back to the
         model with its validation error and retried, up to ``max_attempts`` attempts in
         all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
-        An exception of a type in ``retry_on`` (beyond the transient errors
-        :meth:`generate` retries itself) also uses up an attempt; when the last attempt
-        ends in one, it is raised as is, all ``max_attempts`` having been made.
+        When a text answer ignored the format (it called a tool, or held no JSON), the
+        last attempt forces the tool instead: one prompt-cache miss buys an answer the
+        provider (or llama.cpp's grammar) constrains. An exception of a type in
+        ``retry_on`` (beyond the transient errors :meth:`generate` retries itself) also
+        uses up an attempt; when the last attempt ends in one, it is raised as is, all
+        ``max_attempts`` having been made.
         """
         validator = jsonschema.Draft202012Validator(schema)
         tool = ToolSpec(name=name, description=description, parameters=schema)
         feedback: list[Msg] = []
         problem: str | None = "no attempt made"
         attempts = 0
+        ignored_format = False
+
+        def forced(attempt: int) -> bool:
+            last = attempt == max_attempts and attempt > 1
+            return offered is None or (ignored_format and last)
+
         for attempts in range(1, max_attempts + 1):
             try:
-                if offered is None:
+                if offered is None or forced(attempts):
                     answer = await self._structured_attempt(messages, feedback, tool)
                 else:
                     answer = await self._structured_text_attempt(messages, feedback, tool, offered)
@@ -295,7 +310,9 @@ class ChatModelBase(ABC):
             logger.info(
                 "structured output attempt %d/%d invalid: %s", attempts, max_attempts, problem
             )
-            note = self._structured_retry.format(problem=problem, name=name)
+            ignored_format = answer.ignored_format
+            retry = self._structured_retry if forced(attempts + 1) else self._structured_text_retry
+            note = retry.format(problem=problem, name=name)
             feedback = [*feedback, *answer.shown, Msg("system", [TextBlock(text=note)], "user")]
         raise StructuredOutputError(
             f"{self.model_name}: no valid {name!r} output after {attempts} "
@@ -340,9 +357,10 @@ class ChatModelBase(ABC):
         if response.tool_calls:
             return StructuredAnswer(
                 problem=f"called {response.tool_calls[0].name!r} instead of answering with "
-                "the JSON object"
+                "the JSON object",
+                ignored_format=True,
             )
-        return StructuredAnswer(problem="the answer held no JSON object")
+        return StructuredAnswer(problem="the answer held no JSON object", ignored_format=True)
 
 
 @dataclass(frozen=True)
@@ -355,6 +373,9 @@ class StructuredAnswer:
     """Why there is no value to check."""
     shown: tuple[Msg, ...] = ()
     """The answer as messages, for a retry to show the model what it wrote."""
+    ignored_format: bool = False
+    """The model answered outside the format asked (a tool call, or prose without JSON),
+    rather than with JSON that broke the schema."""
 
 
 def _schema_problem(validator: jsonschema.Draft202012Validator, candidate: Any) -> str | None:

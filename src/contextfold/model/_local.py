@@ -199,6 +199,7 @@ class LocalChatModel(ChatModelBase):
     # -- structured output: JSON under the schema's grammar ----------------------------
 
     _structured_retry = RETRY
+    _structured_text_retry = RETRY
 
     async def _structured_attempt(
         self, messages: Sequence[Msg], feedback: Sequence[Msg], tool: ToolSpec
