@@ -33,6 +33,15 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail(str(exc))
 
 
+@pytest.fixture
+def pinned_prompt_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compression prompt states the wall-clock time, and the 135M model's summary
+    (so a model-backed run's course and length) changes with it: those tests pin it."""
+    from contextfold.context import _plan
+
+    monkeypatch.setattr(_plan, "current_time", lambda: "2026-12-01 12:00:00 UTC")
+
+
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
     """``CONTEXTFOLD_TEST_PG_DSN`` if set, else a throwaway server on a unix socket;

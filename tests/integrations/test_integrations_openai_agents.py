@@ -44,7 +44,11 @@ from .support import (
     summarizer,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.usefixtures("pinned_prompt_time"),
+]
 
 
 class PlannedModel(OpenAIChatCompletionsModel):
