@@ -1,4 +1,5 @@
-"""S3Workspace with large items: the upload's hashing off the event loop (issue 28).
+"""S3Workspace with large items: the upload's hashing off the event loop, a download's
+checksum a megabyte at a time (issue 28).
 
 botocore signs a request body by hashing it (SHA-256 of the whole body over plain HTTP)
 and computes its CRC32 checksum before sending; in aiobotocore both run on the event
@@ -74,7 +75,7 @@ async def test_a_large_upload_is_hashed_and_signed_off_the_loop(
 ) -> None:
     ref = await ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output=BIG))
     await ws.offload_context("s1", [Msg("tool", BIG, "user")])
-    uploads = list(hashed)  # not the reads: a GET's CRC32 is checked as its body streams in
+    uploads = list(hashed)  # the reads' CRC32: the next test
     assert await ws.read_bytes(ref) == BIG.encode()
     assert [m.content for m in await ws.load_context("s1")] == [BIG]
     assert [h.ref for h in await ws.search("zqxfirst", session_id="s1")]
@@ -109,3 +110,17 @@ async def test_an_unscoped_grep_lists_a_page_at_a_time(
     assert [(m.path, m.line) for m in first] == [(m.path, m.line) for m in whole[:3]]
     sessions = {k.split("/")[2] for k in listed if "/sessions/" in f"/{k}"}
     assert len(sessions) < 12, f"listed all {len(sessions)} sessions for 3 matches"
+
+
+async def test_a_large_download_checks_its_crc32_a_megabyte_at_a_time(
+    ws: S3Workspace, hashed: list[tuple[str, int, bool]]
+) -> None:
+    """aiobotocore checks a GET's CRC32 on the loop's thread over what each read returns:
+    one read of the whole body hashed 100 MB in one go (~0.1 s without a yield)."""
+    ref = await ws.offload_tool_result("s1", ToolResultBlock(id="c", name="t", output=BIG))
+    await ws.offload_context("s1", [Msg("tool", BIG, "user")])
+    hashed.clear()
+    assert await ws.read_bytes(ref) == BIG.encode()
+    assert [m.content for m in await ws.load_context("s1")] == [BIG]
+    on_loop = [(what, size) for what, size, here in hashed if here]
+    assert not on_loop, f"over 1 MB hashed at once on the event loop's thread: {on_loop}"
