@@ -527,3 +527,45 @@ def test_a_heredoc_body_outranks_files_only_read() -> None:
     assert _collapsed(script) in _collapsed(text)
     assert "[21 heredoc lines]" not in text
     assert any(e.kind == "file" for e in chosen.entries)  # the files fill what is left
+
+
+def test_an_inline_script_is_outlined_like_a_heredoc_body() -> None:
+    # ``python3 -c '...'`` over many lines is written code, as a heredoc's body is; it
+    # was never outlined, so listed whole it took the room of several shorter commands.
+    code = "\n".join(f"value_{i} = compute({i}, 'a longer argument')" for i in range(8))
+    script = f"python3 -c '\nimport sys\n{code}\n' < src/pkg/module.py"
+    listed = of("command", extract_ledger(bash(script, "", n=1)))[0]
+    assert outline(listed) == "[0] python3 -c '\n[9 script lines]\n' < src/pkg/module.py"
+    # A few short lines typed one after the other stay as they are.
+    short = "[0] cd src\nls -la\npytest -q tests/test_a.py\ngit status"
+    assert outline(short) == short
+
+
+def test_short_bodies_come_back_before_a_long_newer_one() -> None:
+    # Restored newest first, one long body (a whole file rewritten) took the room of two
+    # short scripts written before it: one command listed whole where two could be.
+    def script(name: str, lines: int) -> str:
+        body = "\n".join(f"    value_{name}_{i} = compute({i})" for i in range(lines))
+        return f"cat <<'EOF' > {name}.py\ndef f():\n{body}\nEOF\npython {name}.py"
+
+    def extra(text: str) -> int:  # what listing the body costs beyond its outline
+        alone = ArtifactLedger().merge(extract_ledger(bash(text, "", n=9)))
+        return COUNTER.count_text(alone.render()) - COUNTER.count_text(
+            alone.select(COUNTER, 120).render()
+        )
+
+    one, two, big = script("one", 6), script("two", 6), script("big", 16)
+    shorts = extra(one) + extra(two)
+    assert shorts < extra(big) < shorts + extra(one)  # room for the long one or both short
+    ledger = ArtifactLedger()
+    for n, text in enumerate((one, two, big)):
+        ledger = ledger.merge(extract_ledger(bash(text, "", n=n)))
+    outlined = ledger.select(COUNTER, 200)
+    assert outlined.render().count("heredoc lines]") == 3
+    # Room for the long body alone (selection counts a little more than it renders).
+    budget = COUNTER.count_text(outlined.render()) + extra(big) + 40
+    text = ledger.select(COUNTER, budget).render()
+    assert _collapsed(one) in _collapsed(text)
+    assert _collapsed(two) in _collapsed(text)
+    assert "[17 heredoc lines]" in text
+    assert COUNTER.count_text(text) <= budget

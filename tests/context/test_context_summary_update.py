@@ -295,3 +295,31 @@ async def test_the_ledger_never_grows_into_the_fields_room() -> None:
     layer, compressed, _ = await _rewrite_of_commands(full)
     assert full["important_discoveries"] in layer.text  # uncut
     assert not all(c in layer.text for c in compressed)
+
+
+async def test_a_ledger_grown_past_its_own_budget_is_extended_not_rewritten() -> None:
+    # A rewrite grows the ledger into the room the fields leave, past the ledger's own
+    # budget. The next compaction then always rewrote the whole layer (the ledger's own
+    # budget counted as full), even with room left for a part: the summary the provider
+    # had cached changed at every compaction. Nothing listed is dropped here, so the layer
+    # is extended: its text so far stays, word for word, as the prefix.
+    empty = dict.fromkeys(summary(), "")
+    engine, _ = make_engine(
+        [empty, empty],
+        context_size=4000,
+        offloader=RecordingOffloader(),
+        layer=LayerConfig(update="append", ledger_ratio=0.03, ledger_max_ratio=0.03),
+    )
+    await _commands(engine, "first", 30)
+    await engine.compress(SYSTEM, force=True)
+    before = engine.summary
+    assert before is not None
+    listed = SummaryLayer.from_msg(before).ledger
+    assert engine.counter.count_text(listed.render()) > 0.03 * 4000  # grown past its own
+    await _commands(engine, "second", 4)
+    await engine.compress(SYSTEM, force=True)
+    after = engine.summary
+    assert after is not None
+    parts = SummaryLayer.from_msg(after).parts
+    assert parts[:-1] == SummaryLayer.from_msg(before).parts
+    assert parts[-1].startswith("<system-reminder>Update to the summary above")

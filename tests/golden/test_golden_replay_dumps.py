@@ -24,7 +24,8 @@ long lines as written, outlined oldest first when room is short; commands ranked
 edits and errors; ``ledger_ratio`` 0.2; a rewrite's ledger grown into the room the fields
 leave): 36, 36, 13 and 13 runs. Then when the heredoc bodies the agent wrote outranked
 the files it only read, and the extractive summary stopped listing bare numbers: 4, 36, 0
-and 13 runs. The compression prompt states the
+and 13 runs. Then when a long inline script was outlined like a heredoc body and the
+bodies came back shortest first: 2, 3, 1 and 1 runs. The compression prompt states the
 time, whose tokens decide where a few requests are cut: it is fixed here.
 """
 

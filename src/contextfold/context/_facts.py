@@ -177,9 +177,21 @@ def outline(listed: str) -> str:
     each heredoc body longer than a few short lines replaced by one line that counts its
     lines, and each line cut to :data:`_COMMAND_LINE` characters: the command stays
     recognisable and runnable in outline, and the whole of it stays in the saved
-    messages. A short body costs about what its count would: it stays."""
+    messages. A short body costs about what its count would: it stays.
+
+    A command without a heredoc with more than a few lines between its first and last,
+    long ones (a script passed inline, ``python -c '...'`` over forty lines), is outlined
+    the same way, its first and last lines kept: it is written code, as a heredoc's body
+    is, and listed whole it took the room of several shorter commands (pytest-6197 at 16k
+    lost its oldest commands whole while its inline scripts were listed in full)."""
     cut = _COMMAND_LINE - 3
     lines = [ln if len(ln) <= _COMMAND_LINE else ln[:cut] + "..." for ln in listed.split("\n")]
+    if not any(_HEREDOC.search(line) for line in lines):
+        middle = lines[1:-1]
+        chars = sum(len(b.strip()) for b in middle)
+        if len(middle) > _SHORT_BODY and chars > _SHORT_BODY_CHARS:
+            return "\n".join([lines[0], f"[{len(middle)} script lines]", lines[-1]])
+        return "\n".join(lines)
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -192,8 +204,7 @@ def outline(listed: str) -> str:
             while i < len(lines) and lines[i].strip() != end:
                 i += 1
             body = lines[start:i]
-            chars = sum(len(b.strip()) for b in body)
-            if len(body) <= _SHORT_BODY and chars <= _SHORT_BODY_CHARS:
+            if _short(body):
                 out.extend(body)
             elif body:
                 out.append(f"[{len(body)} heredoc lines]")
@@ -201,6 +212,12 @@ def outline(listed: str) -> str:
                 out.append(lines[i])
             i += 1  # the terminator line
     return "\n".join(out)
+
+
+def _short(body: Sequence[str]) -> bool:
+    """Whether a body is short enough to stay in outline (its count would cost about as
+    much)."""
+    return len(body) <= _SHORT_BODY and sum(len(b.strip()) for b in body) <= _SHORT_BODY_CHARS
 
 
 def command_of(arguments: Mapping[str, Any]) -> str | None:

@@ -331,7 +331,8 @@ class SummaryLayer:
         """What a part appended to this layer may take, or ``None`` when the next
         compaction rewrites it instead: ``LayerConfig(update="rewrite")``, or less than a third
         of the layer's budget (or of the ledger's) left. The layer as a whole stays within
-        both budgets, as one rewritten summary does."""
+        both budgets, as one rewritten summary does; a ledger a rewrite grew past its own
+        budget (into the room the fields left) has the layer's room beside the fields."""
         if config.layer.update != "append":
             return None
         budget = summary_budget(config, size)
@@ -340,10 +341,30 @@ class SummaryLayer:
             return None
         listed = self.ledger
         ledger = ledger_budget(config, size, listed.compactions)
+        if not ledger:
+            return PartBudget(text=room, ledger=0)  # no ledger kept
         ledger_room = ledger - (counter.count_text(listed.render()) if listed.entries else 0)
-        if ledger and ledger_room < ledger // 3:
+        if ledger_room < 0:
+            # A rewrite grew the ledger into the room its fields left, past the ledger's
+            # own budget: that room is the ledger's, as it will be at the next rewrite.
+            # The part's ledger gets what the fields (as long as the summarizer wrote them
+            # last) leave of the layer's room: counted against its own budget alone, the
+            # ledger stayed full and every later compaction rewrote the whole layer.
+            fields = (self.fields or {}).values()
+            written = sum(counter.count_text(_field_text(v)) for v in fields)
+            ledger_room = room - written - PART_FRAME
+        if ledger_room < ledger // 3:
             return None
-        return PartBudget(text=room, ledger=max(0, min(ledger_room, room * 3 // 4)))
+        return PartBudget(text=room, ledger=min(ledger_room, room * 3 // 4))
+
+
+PART_FRAME = 64
+"""Tokens of an appended part that are neither fields nor ledger (its heading, the
+offload reference, the ledger's title), at least."""
+
+
+def _field_text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def _plain(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:

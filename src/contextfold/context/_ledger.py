@@ -131,7 +131,8 @@ class ArtifactLedger(BaseModel):
     def select(self, counter: TokenCounter, budget: int, stated: str = "") -> ArtifactLedger:
         """The best-ranked entries whose rendering fits ``budget`` tokens: the files
         changed, the errors met and the commands run (in outline), then the heredoc bodies
-        the agent wrote (newest first), then what it only read or named.
+        and inline scripts the agent wrote (shortest first, then newest), then what it
+        only read or named.
 
         Facts other than commands that ``stated`` holds verbatim (the user's messages the
         summary keeps word for word) are left out: the request already shows them."""
@@ -173,13 +174,20 @@ class ArtifactLedger(BaseModel):
                 context.append(entry)
                 continue
             take(entry)
-        # What the agent wrote (heredoc bodies) is its work: it comes back, newest first,
-        # before the files and names it only read or mentioned take the room left.
+        # What the agent wrote (heredoc bodies, inline scripts) is its work: it comes back
+        # before the files and names it only read or mentioned take the room left. The
+        # shortest first (then the newest): each body listed is one whole step of the
+        # record, and one long body (a whole file rewritten) took the room of several
+        # short ones.
+        extras = {
+            id(e): counter.count_text(_listed(_item(e, whole=True)))
+            - counter.count_text(_listed(_item(e)))
+            for e in chosen
+            if e.outlined
+        }
         outlined = [e for e in chosen if e.outlined]
-        for entry in sorted(outlined, key=lambda e: (-e.last, -order[id(e)])):
-            extra = counter.count_text(_listed(_item(entry, whole=True))) - counter.count_text(
-                _listed(_item(entry))
-            )
+        for entry in sorted(outlined, key=lambda e: (extras[id(e)], -e.last, -order[id(e)])):
+            extra = extras[id(entry)]
             if used + extra <= budget:
                 entry.outlined = False
                 used += extra
