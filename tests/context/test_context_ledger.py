@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.context._facts import LedgerKind, extract_ledger, outline, shell_lines
+from contextfold.context._facts import (
+    LedgerKind,
+    command_lines,
+    extract_ledger,
+    outline,
+    shell_lines,
+)
 from contextfold.context._ledger import ArtifactLedger
 from contextfold.context._summarizer import transcript_entry
 from contextfold.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -569,3 +575,24 @@ def test_short_bodies_come_back_before_a_long_newer_one() -> None:
     assert _collapsed(two) in _collapsed(text)
     assert "[17 heredoc lines]" in text
     assert COUNTER.count_text(text) <= budget
+
+
+def test_command_lines_keep_the_whitespace_the_agent_typed() -> None:
+    """A command is kept to be read again and run again: spaces inside a line (Python
+    inserted by ``sed``, fixed-width text in a heredoc) and indentation are part of it.
+    Collapsing them kept 69 of the 1,088 graded commands of the whole-run benchmark in a
+    form that no longer ran as typed (astropy-8707: ``sed -i '351i\\        if ...'``)."""
+    sed = "sed -i '351i\\        if isinstance(data, bytes):\\n            data = data.decode()' io.py"
+    script = (
+        "cat <<'EOF' > card.py\n"
+        "CARD = 'NAXIS   =                    2 / number of axes'\n"
+        "def f():\n"
+        "\tif x:\n"
+        "\t    return 1\n"
+        "EOF\n"
+        "python -c 'import card\n"
+        "for i in range(2):\n"
+        "    print(i,  card.CARD)'"
+    )
+    assert command_lines(sed) == [sed]
+    assert command_lines(script) == [line for line in script.splitlines() if line.strip()]

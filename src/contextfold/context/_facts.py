@@ -139,8 +139,8 @@ def shell_lines(command: str) -> list[str]:
 
 
 def command_lines(command: str) -> list[str]:
-    """The lines of a shell command as the agent typed them (each within a length), heredoc
-    bodies (the text of a file being written, say) included with their indentation and
+    """The lines of a shell command as the agent typed them (each within a length, its
+    whitespace kept), heredoc bodies (the text of a file being written, say) included,
     without blank lines: a file the agent wrote is its work, and a body replaced by a
     count is lost from every later request. :func:`outline` shortens the bodies when the
     ledger lacks room for them."""
@@ -148,10 +148,10 @@ def command_lines(command: str) -> list[str]:
     lines = command.splitlines()
     i = 0
     while i < len(lines):
-        line = lines[i].strip()
+        line = lines[i].rstrip()
         i += 1
-        if line:
-            out.append(clip(line, _WHOLE_LINE))
+        if line.strip():
+            out.append(_as_typed(line))
         for match in _HEREDOC.finditer(line):
             end = match.group(2)
             start = i
@@ -165,11 +165,15 @@ def command_lines(command: str) -> list[str]:
 
 
 def _body_line(line: str) -> str:
-    """A heredoc body line: its indentation kept (Python is written this way), the rest
-    cut like a command line."""
-    text = line.rstrip()
-    indent = text[: len(text) - len(text.lstrip())].replace("\t", "    ")
-    return indent + clip(text, _WHOLE_LINE)
+    """A heredoc body line, as typed (see :func:`_as_typed`)."""
+    return _as_typed(line.rstrip())
+
+
+def _as_typed(line: str) -> str:
+    """A command line as the agent typed it, cut to :data:`_WHOLE_LINE` characters: its
+    indentation and the spaces inside it are kept (Python inserted by ``sed``, a tab in a
+    Makefile, fixed-width text), so the command runs again as it ran."""
+    return line if len(line) <= _WHOLE_LINE else line[: _WHOLE_LINE - 3] + "..."
 
 
 def outline(listed: str) -> str:
