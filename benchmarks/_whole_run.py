@@ -33,6 +33,7 @@ command or an earlier output) must be in that request.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -78,9 +79,17 @@ _NODE = re.compile(r"::([A-Za-z_]\w*)")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 
 
+EXACT_WHITESPACE = os.environ.get("CONTEXTFOLD_BENCH_EXACT_WHITESPACE") == "1"
+"""``--exact-whitespace`` (it sets that variable, for the AgentScope subprocess too):
+texts compared as sent (no whitespace collapsed), and a command kept only when each of
+its non-blank lines is in the request exactly as typed (a list's indentation before it
+allowed): spaces inside a line (Python inserted by ``sed``, fixed-width text) are part of
+the command."""
+
+
 def norm(text: str) -> str:
-    """Whitespace collapsed to single spaces."""
-    return " ".join(text.split())
+    """Whitespace collapsed to single spaces (as is under ``EXACT_WHITESPACE``)."""
+    return text if EXACT_WHITESPACE else " ".join(text.split())
 
 
 def _strip_path(token: str) -> str:
@@ -147,6 +156,8 @@ def _pattern(kind: str, fact: str) -> re.Pattern[str]:
 
 def present(kind: str, fact: str, text: str) -> bool:
     """Whether ``fact`` (of ``kind``) is in the whitespace-collapsed ``text``."""
+    if kind == "commands" and EXACT_WHITESPACE:
+        return all(line.rstrip() in text for line in fact.splitlines() if line.strip())
     if kind in ("paths", "names"):
         return fact in text and _pattern(kind, fact).search(text) is not None
     return fact in text

@@ -22,7 +22,8 @@ Every summary is capped at the same budget: contextfold's own summary-layer budg
 window (6,000 tokens at 16k); the paste row is also run at 10% of the window (1,600
 tokens: the ledger's first budget until ``ledger_ratio`` became 0.2).
 
-Run: ``python -m benchmarks.retention_whole_run [--json PATH] [--limit N] [--no-agentscope]``
+Run: ``python -m benchmarks.retention_whole_run [--json PATH] [--limit N] [--no-agentscope]
+[--exact-whitespace]``
 (the AgentScope rows need ``pip install agentscope==2.0.11``, best in a separate venv).
 """
 
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _whole_run
 from ._data import REPO_ROOT, SWEBENCH_DIR, Session, load_swebench
 from ._whole_run import (
     NEEDED_KINDS,
@@ -430,7 +432,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--limit", type=int, help="grade only the first N runs")
     parser.add_argument("--no-agentscope", action="store_true", help="skip AgentScope's rows")
+    parser.add_argument(
+        "--exact-whitespace",
+        action="store_true",
+        help="compare texts as sent, and a command line by line exactly as typed",
+    )
     args = parser.parse_args(argv)
+    if args.exact_whitespace:
+        os.environ["CONTEXTFOLD_BENCH_EXACT_WHITESPACE"] = "1"
+        _whole_run.EXACT_WHITESPACE = True
     rows, runs = asyncio.run(run(limit=args.limit, agentscope=not args.no_agentscope))
     print(table(rows, runs=runs))
     if args.json:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from benchmarks._data import SWEBENCH_DIR
 from benchmarks._whole_run import (
     Recording,
@@ -133,3 +134,21 @@ def test_a_fact_lost_at_a_later_request_counts_as_lost(tmp_path: Path) -> None:
     assert whole.lost["commands"] == 1
     assert whole.lost["paths"] == 1  # src/pkg/mod_0.py is nowhere in the third request
     assert whole.compaction_points == 1
+
+
+def test_exact_whitespace_grading_loses_a_command_whose_spaces_were_collapsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``--exact-whitespace`` a command kept with its inner spaces collapsed is lost
+    (it no longer runs as typed); one listed line by line with an indent is kept."""
+    from benchmarks import _whole_run
+
+    command = "sed -i '3i\\        return x' a.py\npython -c 'print(1)'"
+    collapsed = "- sed -i '3i\\ return x' a.py\n  python -c 'print(1)'"
+    listed = "- sed -i '3i\\        return x' a.py\n  python -c 'print(1)'"
+    fact = _whole_run.norm(command)
+    assert _whole_run.present("commands", fact, _whole_run.norm(collapsed))
+    monkeypatch.setattr(_whole_run, "EXACT_WHITESPACE", True)
+    fact = _whole_run.norm(command)
+    assert not _whole_run.present("commands", fact, _whole_run.norm(collapsed))
+    assert _whole_run.present("commands", fact, _whole_run.norm(listed))
