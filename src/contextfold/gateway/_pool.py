@@ -23,8 +23,9 @@ request and may be answering it, and a provider's POST costs money); the failure
 connection's end (a read or write error, or an end of stream: never a timeout, the
 upstream may be working on it); the body can be sent again (httpx's ``ByteStream``, as
 the gateway's client sends; a streamed body is consumed). Go's ``net/http`` applies this
-rule (its ``errServerClosedIdle``) to requests it may replay; urllib3 and aiohttp resend
-only idempotent methods. Here it covers POSTs: an upstream that reads a request and
+rule (its ``errServerClosedIdle``) to requests it may replay, and resends a POST only if
+none of it was written; urllib3 and aiohttp resend only idempotent methods. Here it
+covers POSTs, which are all the gateway sends: an upstream that reads a request and
 closes without a byte of answer looks the same from the client, and that request is
 sent twice; ``retried`` counts the requests this rule resent.
 
