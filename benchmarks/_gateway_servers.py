@@ -14,6 +14,24 @@ when the body asks for ``"stream": true``, with the first SSE event at once and 
 same server stack as the gateway (uvicorn, Starlette, httpx), reading the body and
 sending its bytes on, streaming the answer back. The gateway runs as ``contextfold
 serve`` runs it (:func:`contextfold.gateway.serve`).
+
+The peer is LiteLLM's proxy (:func:`litellm_serving`), from its own virtual environment
+(``pip install 'litellm[proxy]'``; the library never depends on it), configured as its
+documentation recommends, in one of its two ways of fronting an Anthropic upstream:
+
+- ``passthrough``: its Anthropic pass-through route, ``/anthropic/v1/messages``, the
+  upstream given as ``ANTHROPIC_API_BASE`` ("call provider-specific endpoint, in native
+  format (no translation)", https://docs.litellm.ai/docs/pass_through/anthropic_completion);
+- ``unified``: its ``/v1/messages`` route with the model in ``model_list``
+  (``anthropic/<model>`` with ``api_base``: https://docs.litellm.ai/docs/anthropic_unified),
+  which parses the request and routes it (the path a gateway that transforms takes).
+
+Both with the production checklist's settings (https://docs.litellm.ai/docs/proxy/prod:
+a master key, one uvicorn worker per process, ``set_verbose: False``), no database, and
+``LITELLM_LOG=ERROR`` (the gateway and the relay write no access log either). The
+requests of every path name a model LiteLLM's price map knows (:data:`MODEL`) and carry
+its master key (:data:`KEY`): with an unknown model its pass-through logging fails on
+every answer, a cost of the benchmark, not of the proxy.
 """
 
 from __future__ import annotations
@@ -30,12 +48,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+MODEL = "claude-sonnet-4-5"
+"""The model every benchmark request names, and the upstream's answers."""
+KEY = "sk-bench-5f1c0a9e73d24b86"
+"""The key every benchmark request carries: LiteLLM's master key (the others ignore it)."""
+
 ANSWER = json.dumps(
     {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
-        "model": "m",
+        "model": MODEL,
         "content": [{"type": "text", "text": "ok"}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
@@ -238,6 +261,87 @@ def serving(*args: str, cpu: int | None = None) -> Iterator[tuple[str, int]]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+LITELLM_ROUTES = {"passthrough": "/anthropic", "unified": ""}
+"""Where each way of running LiteLLM takes ``/v1/messages``: the prefix of its route."""
+
+
+def _litellm_config(upstream: str) -> str:
+    """LiteLLM's ``config.yaml`` (JSON is YAML), as the production checklist has it."""
+    return json.dumps(
+        {
+            "general_settings": {"master_key": KEY},
+            "model_list": [
+                {
+                    "model_name": MODEL,
+                    "litellm_params": {
+                        "model": f"anthropic/{MODEL}",
+                        "api_base": upstream,
+                        "api_key": "sk-ant-bench",
+                    },
+                }
+            ],
+            "litellm_settings": {"set_verbose": False, "request_timeout": 600},
+        }
+    )
+
+
+@contextmanager
+def litellm_serving(
+    command: str, upstream: str, mode: str, cpu: int | None = None
+) -> Iterator[tuple[str, int]]:
+    """LiteLLM's proxy (the ``litellm`` command ``command``) in front of ``upstream``, one
+    uvicorn worker (pinned to ``cpu`` if given); yields the base URL of its ``mode``
+    route (:data:`LITELLM_ROUTES`) and its process id, stopped by that id on exit."""
+    import tempfile
+    from pathlib import Path
+
+    import httpx
+
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config.yaml"
+        config.write_text(_litellm_config(upstream), encoding="utf-8")
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_BASE": upstream,  # the pass-through route's upstream
+            "ANTHROPIC_API_KEY": "sk-ant-bench",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the price map
+            "LITELLM_TELEMETRY": "False",
+            "LITELLM_LOG": "ERROR",
+        }
+        args = ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+        command_line = [command, *args, "--num_workers", "1"]
+        if cpu is not None:
+            command_line = ["taskset", "-c", str(cpu), *command_line]
+        log_path = Path(tmp) / "proxy.log"
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(command_line, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                base = f"http://127.0.0.1:{port}"
+                deadline = time.monotonic() + 240
+                while True:
+                    if proc.poll() is not None:
+                        raise RuntimeError("LiteLLM exited: " + log_path.read_text()[-2000:])
+                    try:
+                        if httpx.get(f"{base}/health/liveliness", timeout=2).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("LiteLLM's proxy did not start within 240 s")
+                    time.sleep(0.5)
+                yield base + LITELLM_ROUTES[mode], proc.pid
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                errors = [line for line in log_path.read_text().splitlines() if "ERROR" in line]
+                if errors:
+                    print(f"LiteLLM ({mode}) logged {len(errors)} errors, first: {errors[0]}")
 
 
 def cpu_seconds(pid: int) -> float:

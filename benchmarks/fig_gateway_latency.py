@@ -16,6 +16,10 @@ same round, and the CPU time each proxy's process used per request (``/proc/PID/
 on a loaded machine the wall-clock figures carry the scheduler's delays, the CPU time
 does not). ``--stream`` does the same with ``"stream": true`` and times the first byte
 of the answer (the upstream sends its first event at once, the rest 5 ms later).
+``--litellm PATH`` (LiteLLM's ``litellm`` command, in its own environment) adds the peer:
+LiteLLM's proxy on its Anthropic pass-through route and on its ``/v1/messages`` route
+(``_gateway_servers.litellm_serving``: configured as its documentation recommends), sent
+the same requests as the relay and the gateway, in turn, in the same rounds.
 
 The transform alone (in this process, no HTTP) is timed as the gateway did it before the
 incremental path (``json.loads``, every message digested and counted, ``json.dumps``)
@@ -24,7 +28,7 @@ pass, only new messages digested and counted, the client's bytes reused); the ed
 alone as before (Claude Code's no-op; ``clear_tool_uses`` at its default trigger, cold
 and with the previous turn counted).
 
-    python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream]
+    python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream] [--litellm PATH]
 
 Needs the ``gateway`` extra.
 """
@@ -46,6 +50,8 @@ import uvicorn
 
 from contextfold.gateway import CountCache, apply_context_management
 from contextfold.token import AnthropicEstimator
+
+from ._gateway_servers import KEY, MODEL
 
 
 def _free_port() -> int:
@@ -75,7 +81,7 @@ def session(target_tokens: int) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing test."}]
     counter = AnthropicEstimator()
     i = 0
-    body: dict[str, Any] = {"model": "m", "max_tokens": 100, "messages": messages}
+    body: dict[str, Any] = {"model": MODEL, "max_tokens": 100, "messages": messages}
     while apply_context_management(body, counter).input_tokens < target_tokens:
         for _ in range(20):
             messages.append(
@@ -217,8 +223,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--stream", action="store_true", help="time to first byte, streamed")
+    parser.add_argument("--litellm", default=None, help="LiteLLM's `litellm` command: the peer")
     args = parser.parse_args()
-    from ._gateway_servers import cpu_seconds, serving
+    from contextlib import ExitStack
+
+    from ._gateway_servers import cpu_seconds, litellm_serving, serving
 
     bodies = conversation(args.rounds + 3)
     counter = AnthropicEstimator()
@@ -231,33 +240,29 @@ def main() -> None:
     ]
     noop = [json.dumps(b).encode() for b in bodies]
     headers = {
-        "x-api-key": "k",
+        "x-api-key": KEY,
         "anthropic-version": "2023-06-01",
         "content-type": "application/json",
         "x-contextfold-session": "bench",
     }
-    paths = ("trivial relay", "gateway, pass-through", "gateway, emulating", "gateway, transparent")
-    added: dict[str, list[float]] = {name: [] for name in paths}
-    with (
-        serving("upstream") as (upstream, _),
-        serving("relay", upstream) as (relay, relay_pid),
-        serving("gateway", upstream, "--pass") as (passing, passing_pid),
-        serving("gateway", upstream) as (emulating, emulating_pid),
-        serving("gateway", upstream, "--window", "200000") as (transparent, transparent_pid),
-        httpx.Client(timeout=60) as client,
-    ):
-        pids = {
-            "trivial relay": relay_pid,
-            "gateway, pass-through": passing_pid,
-            "gateway, emulating": emulating_pid,
-            "gateway, transparent": transparent_pid,
-        }
-        urls = {
-            "trivial relay": relay,
-            "gateway, pass-through": passing,
-            "gateway, emulating": emulating,
-            "gateway, transparent": transparent,
-        }
+    servers = {
+        "trivial relay": ("relay",),
+        "gateway, pass-through": ("gateway", "--pass"),
+        "gateway, emulating": ("gateway",),
+        "gateway, transparent": ("gateway", "--window", "200000"),
+    }
+    peers = {"LiteLLM, pass-through": "passthrough", "LiteLLM, /v1/messages": "unified"}
+    with ExitStack() as stack, httpx.Client(timeout=60) as client:
+        upstream, _ = stack.enter_context(serving("upstream"))
+        urls: dict[str, str] = {}
+        pids: dict[str, int] = {}
+        for name, (kind, *options) in servers.items():
+            urls[name], pids[name] = stack.enter_context(serving(kind, upstream, *options))
+        if args.litellm is not None:
+            for name, mode in peers.items():
+                running = litellm_serving(args.litellm, upstream, mode)
+                urls[name], pids[name] = stack.enter_context(running)
+        added: dict[str, list[float]] = {name: [] for name in urls}
 
         def post(url: str, raw: bytes) -> float:
             start = time.perf_counter()
@@ -292,10 +297,12 @@ def main() -> None:
     target = "<= 2 ms over direct" if args.stream else "p50 <= 1 ms, p99 <= 5 ms"
     print(f"rounds: {args.rounds}; target (issue 29): {what} {target}")
     for name, values in added.items():
-        p50, p99 = statistics.median(values) * ms, _pct(values, 0.99) * ms
+        p50, p95 = statistics.median(values) * ms, _pct(values, 0.95) * ms
+        p99 = _pct(values, 0.99) * ms
         print(
-            f"{what} over direct, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms; "
-            f"CPU per request {cpu[name] * ms:.2f} ms"
+            f"{what} over direct, {name}: p50 {p50:.2f} ms, p95 {p95:.2f} ms, p99 {p99:.2f} ms; "
+            f"CPU per request {cpu[name] * ms:.2f} ms "
+            f"({cpu[name] / cpu['trivial relay']:.2f}x the relay's)"
         )
     if not args.stream:
         steps = _transform_steps(bodies[: min(len(bodies), 60)])

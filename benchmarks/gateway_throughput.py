@@ -8,7 +8,10 @@ request asks for no edits, so its bytes are forwarded as sent) and transparent m
 Each proxy runs in its own process pinned to CPU 0 (``taskset``); the upstream and wrk
 share CPU 1. The figure per core is requests completed divided by the CPU seconds the
 proxy's process used meanwhile (``/proc/PID/stat``), so other load on the machine lowers
-the requests per second, not the requests per CPU second.
+the requests per second, not the requests per CPU second. ``--litellm PATH`` (LiteLLM's
+``litellm`` command, in its own environment) adds the peer, LiteLLM's proxy on its
+Anthropic pass-through route and on its ``/v1/messages`` route, one uvicorn worker each,
+pinned and counted the same way (``_gateway_servers.litellm_serving``).
 
 Memory: the gateway in transparent mode runs in this process (uvicorn in a thread, the
 upstream in another process); ``--sessions`` conversations of 40 messages (about 12k
@@ -18,7 +21,7 @@ shared message-count cache (``CountCache``, bounded, shared by every conversatio
 reported apart, by clearing it and measuring again.
 
     python -m benchmarks.gateway_throughput [--seconds 10] [--memory-only | --throughput-only]
-        [--sessions 300]
+        [--sessions 300] [--litellm PATH]
 
 Needs the ``gateway`` extra and ``wrk`` (``apt-get install wrk``) for the throughput.
 """
@@ -41,10 +44,10 @@ from typing import Any
 
 import httpx
 
-from ._gateway_servers import cpu_seconds, free_port, serving
+from ._gateway_servers import KEY, MODEL, cpu_seconds, free_port, litellm_serving, serving
 
 SMALL = {
-    "model": "m",
+    "model": MODEL,
     "max_tokens": 100,
     "messages": [{"role": "user", "content": "Summarize the design of this module. " * 25}],
 }
@@ -56,7 +59,7 @@ def _wrk(url: str, body: bytes, seconds: float) -> int:
         'wrk.method = "POST"\n'
         f"wrk.body = {json.dumps(body.decode())}\n"
         'wrk.headers["content-type"] = "application/json"\n'
-        'wrk.headers["x-api-key"] = "k"\n'
+        f'wrk.headers["x-api-key"] = "{KEY}"\n'
         'wrk.headers["anthropic-version"] = "2023-06-01"\n'
     )
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
@@ -87,7 +90,7 @@ def _wrk(url: str, body: bytes, seconds: float) -> int:
     return int(match.group(1))
 
 
-def throughput(seconds: float) -> None:
+def throughput(seconds: float, litellm: str | None = None) -> None:
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     body = json.dumps(SMALL).encode()
@@ -101,8 +104,17 @@ def throughput(seconds: float) -> None:
             "gateway, emulating": ("gateway", upstream),
             "gateway, transparent": ("gateway", upstream, "--window", "200000"),
         }
-        for name, args in proxies.items():
-            with serving(*args, cpu=0) as (url, pid):
+        peers = {"LiteLLM, pass-through": "passthrough", "LiteLLM, /v1/messages": "unified"}
+        running = {name: serving(*args, cpu=0) for name, args in proxies.items()}
+        if litellm is not None:
+            for name, mode in peers.items():
+                running[name] = litellm_serving(litellm, upstream, mode, cpu=0)
+        for name, server in running.items():
+            with server as (url, pid):
+                # One request first: transparent mode's first loads the token counter
+                # (1.4 s here), which 16 requests waiting on it can push past wrk's 2 s.
+                headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+                httpx.post(f"{url}/v1/messages", content=body, headers=headers, timeout=60)
                 _wrk(url, body, 2)  # warm-up
                 before = cpu_seconds(pid)
                 done = _wrk(url, body, seconds)
@@ -132,7 +144,7 @@ def _conversation(i: int, turn: int) -> dict[str, Any]:
                 "content": [{"type": "tool_result", "tool_use_id": f"t{i}_{k}", "content": text}],
             }
         )
-    return {"model": "m", "max_tokens": 100, "messages": messages}
+    return {"model": MODEL, "max_tokens": 100, "messages": messages}
 
 
 def memory(sessions: int) -> None:
@@ -151,7 +163,7 @@ def memory(sessions: int) -> None:
         while not server.started:
             time.sleep(0.01)
         url = f"http://127.0.0.1:{port}/v1/messages"
-        headers = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+        headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
         bodies = {
             (i, t): json.dumps(_conversation(i, t)).encode()
             for i in range(sessions + 1)
@@ -202,9 +214,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--memory-only", action="store_true")
     parser.add_argument("--throughput-only", action="store_true")
+    parser.add_argument("--litellm", default=None, help="LiteLLM's `litellm` command: the peer")
     args = parser.parse_args(argv)
     if not args.memory_only:
-        throughput(args.seconds)
+        throughput(args.seconds, args.litellm)
     if not args.throughput_only:
         memory(args.sessions)
 

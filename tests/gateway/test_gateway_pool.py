@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 import uvicorn
@@ -403,5 +404,7 @@ def test_the_pool_uses_no_private_name_of_httpx_or_httpcore() -> None:
         "httpx.AsyncHTTPTransport": httpx.AsyncHTTPTransport,
         "httpx.AsyncBaseTransport": httpx.AsyncBaseTransport,
         "httpx.AsyncByteStream": httpx.AsyncByteStream,
+        "httpcore.AsyncNetworkStream": httpcore.AsyncNetworkStream,
+        "httpcore.AsyncNetworkBackend": httpcore.AsyncNetworkBackend,
     }
     assert private_uses(inspect.getsource(_pool), bases) == []

@@ -11,6 +11,24 @@ used idle connection (one expiry check), or opens a new one while fewer than
 closed; its response, once closed, gives the connection back if it is idle again (the
 answer read to its end), or closes it. HTTP/1.1, as the gateway's client speaks.
 
+A kept-alive connection the upstream has closed while idle is found by the expiry check
+(the socket reads as closed), unless the close crosses the request on the wire: then
+the request meets an end of stream or a reset before any byte of an answer, and
+httpcore's pool reports it (the client got a 502 where going direct succeeded). Such a
+request is sent again, once, on a new connection, and only when all of these hold: the
+connection had answered before (a connection the upstream just accepted is not closed
+for idleness, so a failure there is not resent); no byte has been read from it since
+the request was sent (the socket's reads are counted: after a byte the upstream has the
+request and may be answering it, and a provider's POST costs money); the failure is the
+connection's end (a read or write error, or an end of stream: never a timeout, the
+upstream may be working on it); the body can be sent again (httpx's ``ByteStream``, as
+the gateway's client sends; a streamed body is consumed). Go's ``net/http`` applies this
+rule (its ``errServerClosedIdle``) to requests it may replay, and resends a POST only if
+none of it was written; urllib3 and aiohttp resend only idempotent methods. Here it
+covers POSTs, which are all the gateway sends: an upstream that reads a request and
+closes without a byte of answer looks the same from the client, and that request is
+sent twice; ``retried`` counts the requests this rule resent.
+
 :class:`StackTransport` puts it behind httpx's public transport interface: it converts
 httpx's request to httpcore's and the response back, and httpcore's exceptions to
 httpx's (the same mapping as httpx's own transport), using neither package's private
@@ -62,9 +80,104 @@ def _httpx_error(exc: Exception) -> type[httpx.HTTPError] | None:
     return None
 
 
+_DROPPED = (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError)
+"""How a connection the upstream closed fails a request sent on it: a reset (a read or
+write error) or an end of stream before an answer (httpcore's protocol error "Server
+disconnected without sending a response"). Timeouts are not among them."""
+
+
 def _key(origin: httpcore.Origin) -> _Key:
     """``origin`` as a dictionary key (httpcore's ``Origin`` has no hash)."""
     return (origin.scheme, origin.host, origin.port)
+
+
+class _Wire(httpcore.AsyncNetworkStream):
+    """A connection's socket, counting the bytes read from it: a request that failed with
+    none read since it was sent had no byte of an answer. (The ``timeout`` parameters
+    here are httpcore's interface, passed on.)"""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self.stream = stream
+        self.received = 0
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        data = await self.stream.read(max_bytes, timeout)
+        self.received += len(data)
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        await self.stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore.AsyncNetworkStream:
+        self.stream = await self.stream.start_tls(ssl_context, server_hostname, timeout)
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.stream.get_extra_info(info)
+
+
+class _Dialer(httpcore.AsyncNetworkBackend):
+    """Opens one connection's socket through ``backend`` and keeps it, counted."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        self.backend = backend
+        self.wire: _Wire | None = None
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self.backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        self.wire = _Wire(stream)
+        return self.wire
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self.backend.connect_unix_socket(path, timeout, socket_options)
+        self.wire = _Wire(stream)
+        return self.wire
+
+    async def sleep(self, seconds: float) -> None:
+        await self.backend.sleep(seconds)
+
+
+class _Connection:
+    """One upstream connection: httpcore's, the socket's read count, and whether it has
+    answered a request before (taken from the idle stack)."""
+
+    __slots__ = ("dialer", "http", "reused")
+
+    def __init__(self, http: httpcore.AsyncHTTPConnection, dialer: _Dialer) -> None:
+        self.http = http
+        self.dialer = dialer
+        self.reused = False
+
+    def received(self) -> int:
+        """Bytes read from the socket so far."""
+        wire = self.dialer.wire
+        return 0 if wire is None else wire.received
+
+
+def _replayable(request: httpcore.Request) -> bool:
+    """Whether ``request``'s body can be sent a second time: httpx's ``ByteStream`` (bytes
+    given as the content) yields its bytes on every iteration."""
+    return isinstance(request.stream, httpx.ByteStream)
 
 
 class StackPool:
@@ -88,7 +201,8 @@ class StackPool:
         self._max_connections = max_connections
         self._max_idle = max_idle
         self._socket_options = socket_options
-        self._idle: dict[_Key, list[httpcore.AsyncHTTPConnection]] = {}
+        self._backend = httpcore.AnyIOBackend()
+        self._idle: dict[_Key, list[_Connection]] = {}
         self._closed = False
         self._changed: anyio.Event | None = None
         """Set, and dropped, when a connection is given back or closed: the requests
@@ -97,43 +211,50 @@ class StackPool:
         """Connections open now, in use or idle (a slot each, of ``max_connections``)."""
         self.opened = 0
         """Connections opened so far (each request that found no idle one opens one)."""
+        self.retried = 0
+        """Requests sent again on a new connection: their kept-alive one had been closed
+        by the upstream before any byte of an answer (see the module docstring)."""
 
     def idle(self) -> int:
         """How many idle connections are kept, all origins."""
         return sum(len(stack) for stack in self._idle.values())
 
     async def _take(
-        self, origin: httpcore.Origin, patience: float | None
-    ) -> httpcore.AsyncHTTPConnection:
-        """The last idle connection to ``origin`` still usable, or a new one if a slot is
-        free (an idle connection to another origin closed for it if need be), else wait,
-        at most ``patience`` seconds (httpx's pool timeout). Cancelled or timed out while
-        waiting, it has taken nothing."""
+        self, origin: httpcore.Origin, patience: float | None, *, fresh: bool = False
+    ) -> _Connection:
+        """The last idle connection to ``origin`` still usable (unless ``fresh``), or a
+        new one if a slot is free (the longest idle connection closed for it if need be),
+        else wait, at most ``patience`` seconds (httpx's pool timeout). Cancelled or timed
+        out while waiting, it has taken nothing."""
         key = _key(origin)
         deadline: float | None = None
         while True:
             if self._closed:
                 raise httpcore.ConnectError("the connection pool is closed")
-            stack = self._idle.get(key)
+            stack = None if fresh else self._idle.get(key)
             if stack:
                 connection = stack.pop()
-                if connection.is_idle() and not connection.has_expired():
+                if connection.http.is_idle() and not connection.http.has_expired():
+                    connection.reused = True
                     return connection
                 await self._close(connection)
                 continue
             if self.open < self._max_connections:
                 self.open += 1
                 self.opened += 1
-                return httpcore.AsyncHTTPConnection(
+                dialer = _Dialer(self._backend)
+                http = httpcore.AsyncHTTPConnection(
                     origin=origin,
                     ssl_context=self._ssl_context,
                     keepalive_expiry=self._keepalive_expiry,
+                    network_backend=dialer,
                     socket_options=self._socket_options,
                 )
+                return _Connection(http, dialer)
             other = next((s for s in self._idle.values() if s), None)
             if other is not None:
-                await self._close(other.pop(0))  # the longest idle, for another origin
-                continue
+                await self._close(other.pop(0))  # the longest idle (another origin's,
+                continue  # or, for a fresh one, maybe its own)
             if self._changed is None:
                 self._changed = anyio.Event()
             if patience is not None and deadline is None:
@@ -149,37 +270,46 @@ class StackPool:
             self._changed.set()
             self._changed = None
 
-    async def _close(self, connection: httpcore.AsyncHTTPConnection) -> None:
+    async def _close(self, connection: _Connection) -> None:
         """Close ``connection`` (not cancelled half way) and free its slot."""
         try:
             with anyio.CancelScope(shield=True):
-                await connection.aclose()
+                await connection.http.aclose()
         finally:
             self.open -= 1
             self._wake()
 
-    async def give_back(
-        self, origin: httpcore.Origin, connection: httpcore.AsyncHTTPConnection
-    ) -> None:
+    async def give_back(self, origin: httpcore.Origin, connection: _Connection) -> None:
         """``connection``'s response is closed: kept for the next request to ``origin``
         if it is idle (the answer was read to its end) and there is room, else closed."""
         stack = self._idle.setdefault(_key(origin), [])
-        if not self._closed and connection.is_idle() and len(stack) < self._max_idle:
+        if not self._closed and connection.http.is_idle() and len(stack) < self._max_idle:
             stack.append(connection)
             self._wake()
         else:
             await self._close(connection)
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` on an idle connection of its origin, or a new one."""
+        """Send ``request`` on an idle connection of its origin, or a new one; sent again
+        on a new one if the upstream had closed the idle one (see the module docstring)."""
         origin = request.url.origin
-        timeouts = request.extensions.get("timeout", {})
-        connection = await self._take(origin, timeouts.get("pool"))
+        patience = request.extensions.get("timeout", {}).get("pool")
+        connection = await self._take(origin, patience)
+        before = connection.received()
         try:
-            response = await connection.handle_async_request(request)
-        except BaseException:
+            response = await connection.http.handle_async_request(request)
+        except BaseException as exc:
             await self._close(connection)
-            raise
+            unanswered = connection.reused and connection.received() == before
+            if not (unanswered and isinstance(exc, _DROPPED) and _replayable(request)):
+                raise
+            connection = await self._take(origin, patience, fresh=True)
+            self.retried += 1
+            try:
+                response = await connection.http.handle_async_request(request)
+            except BaseException:
+                await self._close(connection)
+                raise
         assert isinstance(response.stream, AsyncIterable)
         return httpcore.Response(
             status=response.status,
@@ -213,7 +343,7 @@ class _Returned(httpx.AsyncByteStream):
         stream: AsyncIterable[bytes],
         pool: StackPool,
         origin: httpcore.Origin,
-        connection: httpcore.AsyncHTTPConnection,
+        connection: _Connection,
     ) -> None:
         self._stream = stream
         self._pool = pool
