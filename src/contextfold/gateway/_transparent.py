@@ -31,7 +31,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, Literal
 
 from .._logging import logger
@@ -45,12 +44,13 @@ from ..context import (
     safe_format,
 )
 from ..message import Msg
-from ..token import TokenCounter, head_within, tail_within
+from ..token import TokenCounter
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
 from ._prefix import Counted, Known
-from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offload_note
+from ._result_cut import TRUNCATION_NOTE, ResultCut, cut_message
+from ._retrieval import READ_TOOL, Offload, anthropic_read_tool
 from ._sessions import SessionState, content_digest
 
 __all__ = [
@@ -65,9 +65,6 @@ __all__ = [
     "offloading_tools",
     "view",
 ]
-
-TRUNCATION_NOTE = "\n\n[... {omitted} tokens of this tool result omitted by the gateway ...]\n\n"
-"""What stands in the middle of a tool result cut to ``tool_result_limit``."""
 
 
 @dataclass(frozen=True)
@@ -158,89 +155,6 @@ def _digests(messages: Sequence[Any]) -> list[str]:
     return out
 
 
-def _cut_text(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
-    """``text`` within about ``limit`` tokens: its head and tail around a note (naming
-    the offloaded item with ``offload``)."""
-    if len(text) * 3 // 2 <= limit:  # no counter gives more than 1.5 tokens a character
-        return text
-    return _cut_counted(text, limit, counter, offload)  # type: ignore[arg-type]  # counters hash by id
-
-
-@lru_cache(maxsize=4096)
-def _cut_counted(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
-    """The cut, once per content: an agent resends each long result every turn."""
-    total = counter.count_text(text)
-    if total <= limit:
-        return text
-    if not offload:
-        head = head_within(counter, text, limit * 2 // 3)
-        tail = tail_within(counter, text, limit // 3 - 16)
-        omitted = total - counter.count_text(head) - counter.count_text(tail)
-        return head + TRUNCATION_NOTE.format(omitted=omitted) + tail
-    # The offload note names the item and the offsets: its room is taken from the budget.
-    widest = len(str(max(len(text), total)))
-    room = counter.count_text(offload_note(text, "", "", 10**widest - 1).replace("0", "9"))
-    budget = max(limit - room, 2)
-    head = head_within(counter, text, budget * 2 // 3)
-    tail = tail_within(counter, text, budget - budget * 2 // 3)
-    omitted = total - counter.count_text(head) - counter.count_text(tail)
-    return head + offload_note(text, head, tail, omitted) + tail
-
-
-@dataclass(frozen=True)
-class ResultCut:
-    """How one request's tool results are cut: over ``limit`` tokens (``None``: never),
-    and whether the cut parts are offloaded (collected in ``offloads``)."""
-
-    limit: int | None
-    counter: TokenCounter
-    offload: bool
-    offloads: dict[str, Offload]
-
-    def text(self, text: str) -> str:
-        assert self.limit is not None
-        cut = _cut_text(text, self.limit, self.counter, self.offload)
-        if self.offload and cut is not text:
-            found = item_id(text)
-            self.offloads.setdefault(found, Offload(found, text))
-        return cut
-
-
-def _cut_part(part: Any, cut: ResultCut) -> Any:
-    if not isinstance(part, dict) or part.get("type") != "text":
-        return part
-    text = part.get("text")
-    if not isinstance(text, str):
-        return part
-    done = cut.text(text)
-    return part if done is text else {**part, "text": done}
-
-
-def _cut_result(block: Any, cut: ResultCut) -> Any:
-    if not isinstance(block, dict) or block.get("type") != "tool_result":
-        return block
-    content = block.get("content")
-    if isinstance(content, str):
-        done = cut.text(content)
-        return block if done is content else {**block, "content": done}
-    if isinstance(content, list):
-        parts = [_cut_part(p, cut) for p in content]
-        if any(a is not b for a, b in zip(parts, content, strict=True)):
-            return {**block, "content": parts}
-    return block
-
-
-def _transformed(message: Any, cut: ResultCut) -> Any:
-    """``message`` as forwarded: a pure function of its content (same bytes each turn)."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if cut.limit is None or not isinstance(content, list):
-        return message
-    blocks = [_cut_result(b, cut) for b in content]
-    if all(a is b for a, b in zip(blocks, content, strict=True)):
-        return message
-    return {**message, "content": blocks}
-
-
 def _offloads(policy: TransparentPolicy) -> bool:
     """Offload on, results cut, and at least one read-back round allowed (with none, the
     tool could never be answered: results are only cut)."""
@@ -310,7 +224,7 @@ class WireShape:
     with_tool: Callable[[dict[str, Any], ResultCut], dict[str, Any]] = _with_tool
 
 
-ANTHROPIC_SHAPE = WireShape(_transformed, _summary_message, breakpoints=True)
+ANTHROPIC_SHAPE = WireShape(cut_message, _summary_message, breakpoints=True)
 """Anthropic Messages: ``tool_result`` blocks cut, the summary as a text block."""
 
 
