@@ -262,10 +262,11 @@ class Prefetch(Generic[P]):
         )
         return prepared
 
-    async def take(self, applies: Callable[[P], bool]) -> tuple[P, float] | None:
+    async def take(self, applies: Callable[[P], bool | str]) -> tuple[P, float] | None:
         """The prepared compaction and how long this waited for it, when one was started
         and it ``applies`` to the state now; ``None`` otherwise (a stale one is
-        discarded). Cancelling the caller leaves the background task running."""
+        discarded: ``applies`` returns ``False``, or the reason as a string, e.g. the
+        gateway's cost guard). Cancelling the caller leaves the background task running."""
         task = self._task
         if task is None:
             return None
@@ -280,8 +281,10 @@ class Prefetch(Generic[P]):
         waited = self.clock.now() - began
         if prepared is None:
             return None
-        if not applies(prepared):
-            await self._dropped("the context changed", waited=waited)
+        verdict = applies(prepared)
+        if verdict is not True:
+            reason = verdict if isinstance(verdict, str) and verdict else "the context changed"
+            await self._dropped(reason, waited=waited)
             return None
         self.applied += 1
         await self._emit(

@@ -37,6 +37,7 @@ from .._logging import logger
 from ..context import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    BackgroundConfig,
     Summarizer,
     SummaryRequest,
     SummarySchema,
@@ -100,6 +101,11 @@ class TransparentPolicy:
     costs no more than the turn it replaces, and every later turn, being shorter with
     the same prefix rules, costs no more either. ``keep`` is lowered for that when it
     must; a request over ``window`` is compacted regardless. ``None``: no guard."""
+    background: BackgroundConfig | None = None
+    """Compaction prepared in the background (the engine's own
+    :class:`~contextfold.context.BackgroundConfig` and policy, see
+    :mod:`._transparent_ahead`): the summary is written while the client works, and
+    the request that passes the trigger does not wait for it. ``None``: at the trigger."""
 
     def __post_init__(self) -> None:
         if self.window <= 0:
@@ -112,6 +118,9 @@ class TransparentPolicy:
             raise ValueError(f"tool_result_limit must be at least 64, got {self.tool_result_limit}")
         if self.cost_guard is not None and not 0 < self.cost_guard <= 1:
             raise ValueError(f"cost_guard must be in (0, 1], got {self.cost_guard}")
+        start = self.background.start_ratio if self.background is not None else None
+        if start is not None and not self.keep < start < self.trigger:
+            raise ValueError(f"background.start_ratio must be in (keep, trigger), got {start}")
         if not 0 <= self.read_rounds <= 16:
             raise ValueError(f"read_rounds must be in [0, 16], got {self.read_rounds}")
         if self.summarize_with not in ("extractive", "model"):
