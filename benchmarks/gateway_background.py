@@ -193,6 +193,7 @@ def run(background: bool, args: argparse.Namespace) -> dict[str, Any]:
         phases = dict(metrics.background)
         discarded = dict(metrics.background_discarded)
         deferred = metrics.background_deferred
+        waited = metrics.background_wait_sum
     waits: list[float] = []
     for name, taken in times.items():
         summaries = seen[name]
@@ -214,7 +215,9 @@ def run(background: bool, args: argparse.Namespace) -> dict[str, Any]:
         "phases": phases,
         "discarded": discarded,
         "deferred": deferred,
+        "waited_in_gateway_s": waited,
         "wall_s": wall,
+        "waits_s": sorted(round(w, 2) for w in waits),
     }
 
 

@@ -282,3 +282,41 @@ def test_serve_background_gives_every_route_the_engines_background_policy(
     assert {p.background.start_ratio for p in seen["transparent"].values()} == {0.375}
     assert CliRunner().invoke(cli, command).exit_code == 0
     assert {p.background for p in seen["transparent"].values()} == {None}
+
+
+def test_chat_completions_through_the_openai_sdk_swap_without_waiting(
+    upstream: ScriptedUpstream,
+) -> None:
+    from .test_transparent_chat import ChatConversation, completion
+
+    # The context grows by about 15% of the window during one summary (0.5 s).
+    transparent = {"/v1/chat/completions": policy(True, window=10_000)}
+    summarizer = SlowSummarizer(LATENCY / 2)
+    app = create_app(
+        GatewayConfig(upstream=upstream.url), transparent=transparent, summarizer=summarizer
+    )
+    conversation = ChatConversation("Find every item.", size=500)
+    times, bodies = [], []
+    with serving(app) as url:
+        for _ in range(40):
+            conversation.step()
+            time.sleep(WORK)
+            began = time.monotonic()
+            bodies.append(conversation.send(url, upstream))
+            times.append(time.monotonic() - began)
+    # The system message first, then the summary as a user message.
+    summaries = [
+        b["messages"][1]["content"] if b["messages"][1]["role"] == "user" else None for b in bodies
+    ]
+    turns = [i for i in range(1, len(bodies)) if summaries[i] != summaries[i - 1]]
+    turns = [i for i in turns if summaries[i] and "continues" in summaries[i]]
+    assert len(turns) >= 2
+    usual = statistics.median(t for i, t in enumerate(times) if i not in turns)
+    assert max(times[i] - usual for i in turns) < LATENCY / 4
+    applied = metric(app, "background_compactions_total")
+    assert applied['contextfold_gateway_background_compactions_total{phase="applied"}'] >= 2
+    for body in bodies:
+        calls = {c["id"] for m in body["messages"] for c in m.get("tool_calls") or []}
+        results = {m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"}
+        assert calls == results
+    assert completion()["object"] == "chat.completion"

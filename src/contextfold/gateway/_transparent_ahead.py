@@ -63,7 +63,7 @@ from ._count import CountCache
 from ._metrics import Metrics
 from ._prefix import Known
 from ._sessions import SessionState, content_digest
-from ._transparent import ANTHROPIC_SHAPE, Forwarded, TransparentPolicy, forward
+from ._transparent import ANTHROPIC_SHAPE, Forwarded, TransparentPolicy, WireShape, forward
 
 __all__ = ["Ahead", "MeteredSummarizer", "PreparedCut"]
 
@@ -169,6 +169,18 @@ def _digest_at(
     return digest
 
 
+def _state_of(state: SessionState, prepared: PreparedCut) -> SessionState:
+    """``state`` with ``prepared``'s cut and summary (what the previous request showed
+    kept, for its breakpoint)."""
+    return replace(
+        state,
+        cut=prepared.cut,
+        cut_digest=prepared.cut_digest,
+        summary=prepared.summary,
+        compactions=prepared.compactions,
+    )
+
+
 def _messages_tokens(done: Forwarded) -> tuple[int, int]:
     """Tokens of the forwarded messages, and how many there are."""
     assert done.counted is not None
@@ -239,13 +251,20 @@ class Ahead:
         spent: Callable[[], Usage] | None = None,
         counts: CountCache | None = None,
         known: Known | None = None,
+        shape: WireShape = ANTHROPIC_SHAPE,
     ) -> Forwarded:
-        """What to forward for ``body`` (see :func:`._transparent.forward`), with the
+        """What to forward for ``body`` (see :func:`._transparent.forward`; ``shape``: the
+        route's, ``body["messages"]`` its messages), with the
         conversation's summary prepared in the background when ``policy.background`` is
         set (see the module docstring)."""
         blocking = MeteredSummarizer(summarizer, self._metrics, "blocking", spent)
         metered = MeteredSummarizer(summarizer, self._metrics, "background", spent)
-        common: dict[str, Any] = {"counter": counter, "counts": counts, "known": known}
+        common: dict[str, Any] = {
+            "counter": counter,
+            "counts": counts,
+            "known": known,
+            "shape": shape,
+        }
         background = policy.background
         if background is None:
             return await forward(body, state, policy, summarizer=blocking, **common)
@@ -263,7 +282,34 @@ class Ahead:
         )
         trigger = int(policy.trigger * policy.window)
         deadline = Prefetch.deadline(config, policy.window)
+
+        # What the swap needs, bound to this request.
+        def verdict(p: PreparedCut, *, early: bool = False) -> bool | str:
+            return self._verdict(key, p, client, state, policy, plain, common, early=early)
+
+        async def swap() -> Forwarded | None:
+            taken = await run.take(verdict)
+            self._snapshots.pop(key, None)
+            if taken is None:
+                return None
+            done = await forward(
+                body, _state_of(state, taken[0]), policy, summarizer=blocking, **common
+            )
+            return replace(done, compacted=True)
+
         if tokens <= trigger:
+            ready = run.peek()
+            if ready is not None and verdict(ready, early=True) is True:
+                # Fast growth: the next summary is due as soon as this one is swapped in,
+                # so it is swapped in now (as the engine does), when it frees enough.
+                after = (
+                    tokens - _messages_tokens(plain)[0] + self._after(ready, state, plain, common)
+                )
+                worth = max(int(policy.keep * policy.window), run.typical_step)
+                if tokens - after >= worth and run.due(after, config, policy.window):
+                    swapped = await swap()
+                    if swapped is not None:
+                        return swapped
             if not run.busy and run.due(tokens, config, policy.window):
                 await self._start(key, run, body, state, policy, plain, metered, common)
             return plain
@@ -275,20 +321,9 @@ class Ahead:
             self._metrics.background_deferred += 1
             return plain
         if run.busy:
-            taken = await run.take(
-                lambda p: self._verdict(key, p, client, state, policy, plain, known)
-            )
-            self._snapshots.pop(key, None)
-            if taken is not None:
-                prepared = replace(
-                    state,
-                    cut=taken[0].cut,
-                    cut_digest=taken[0].cut_digest,
-                    summary=taken[0].summary,
-                    compactions=taken[0].compactions,
-                )
-                done = await forward(body, prepared, policy, summarizer=blocking, **common)
-                return replace(done, compacted=True)
+            swapped = await swap()
+            if swapped is not None:
+                return swapped
         return await forward(body, state, policy, summarizer=blocking, **common)
 
     async def _drop_stale(
@@ -328,28 +363,42 @@ class Ahead:
         state: SessionState,
         policy: TransparentPolicy,
         plain: Forwarded,
-        known: Known | None,
+        common: dict[str, Any],
+        *,
+        early: bool = False,
     ) -> bool | str:
-        """Whether ``prepared`` applies to this request (``False``: stale), or why not."""
+        """Whether ``prepared`` applies to this request (``False``: stale), or why not;
+        ``early``: asked below the trigger, a refusal is not remembered."""
+        known: Known | None = common["known"]
+        shape: WireShape = common["shape"]
         k = prepared.cut
         if prepared.base != _core(state) or not state.cut < k < len(client):
             return False
-        if not ANTHROPIC_SHAPE.turn_start(client, k):
+        if not shape.turn_start(client, k):
             return False
         if _digest_at(client, state, k, known) != prepared.cut_digest:
             return False
         if policy.cost_guard is None or plain.input_tokens > policy.window:
             return True
+        before, _ = _messages_tokens(plain)
+        if self._after(prepared, state, plain, common) <= policy.cost_guard * before:
+            return True
+        if not early:
+            self._refused[key] = _core(state)
+        return "refused by the cost guard"
+
+    @staticmethod
+    def _after(
+        prepared: PreparedCut, state: SessionState, plain: Forwarded, common: dict[str, Any]
+    ) -> int:
+        """Tokens of the forwarded messages once ``prepared`` is swapped in: its summary
+        and every message from its cut (it applies to ``state``)."""
         assert plain.counted is not None
-        tally = plain.counted.forwarded
+        tally, shape = plain.counted.forwarded, common["shape"]
         before, _ = _messages_tokens(plain)
         head = 1 if state.summary is not None else 0
-        kept = before - tally.messages_before(k - state.cut + head)
-        after = tally.measure(ANTHROPIC_SHAPE.summary_message(prepared.summary)) + kept
-        if after <= policy.cost_guard * before:
-            return True
-        self._refused[key] = _core(state)
-        return "refused by the cost guard"
+        kept = before - tally.messages_before(prepared.cut - state.cut + head)
+        return int(tally.measure(shape.summary_message(prepared.summary))) + kept
 
     async def _start(
         self,
@@ -397,7 +446,7 @@ class Ahead:
         )
         base = _core(state)
         self._snapshots[key] = (base, len(client), digest)
-        counts = {"counter": common["counter"], "counts": common["counts"]}
+        counts = {k: common[k] for k in ("counter", "counts", "shape")}
 
         async def job() -> PreparedCut | None:
             done = await forward(snapshot, state, now, summarizer=summarizer, **counts)
