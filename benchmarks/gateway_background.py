@@ -133,7 +133,8 @@ def _client_loop(url: str, session: str, turns: int, step: float, size: int) -> 
                 ],
             }
         )
-        out = f"src/{session}/mod_{i}.py:{i}: item_{i} = compute({i})\n" * (size // 12)
+        # About 26 tokens a line by the gateway's counter (AnthropicEstimator).
+        out = f"src/{session}/mod_{i}.py:{i}: item_{i} = compute({i})\n" * max(size // 26, 1)
         history.append(
             {
                 "role": "user",
@@ -227,7 +228,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2, help="clients side by side")
     parser.add_argument("--step", type=float, default=0.5, help="seconds of work per turn")
     parser.add_argument("--summary", type=float, default=5.0, help="seconds per summary")
-    parser.add_argument("--tokens", type=int, default=1_000, help="about tokens per turn")
+    parser.add_argument(
+        "--tokens", type=int, default=1_000, help="tool output per turn (gateway tokens)"
+    )
     parser.add_argument("--window", type=int, default=40_000, help="the policy's window")
     parser.add_argument("--only", choices=["blocking", "background"], default=None)
     args = parser.parse_args()
