@@ -175,7 +175,7 @@ def test_the_request_that_passes_the_trigger_waits_for_the_summary_only_when_blo
             # The forwarded request never passed the window.
             assert all(b["messages"] for b in bodies)
         else:
-            assert min(waits) >= LATENCY * 0.9, (session, waits)
+            assert min(waits) >= LATENCY * 0.75, (session, waits)
     if background:
         applied = phases.get('contextfold_gateway_background_compactions_total{phase="applied"}')
         assert applied is not None

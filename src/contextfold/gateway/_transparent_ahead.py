@@ -4,7 +4,9 @@ so the request that passes the trigger does not wait for a summary.
 The engine's own policy, through :class:`~contextfold.context.Prefetch` (one per
 conversation): once the forwarded request passes the lower mark, and at the rate it grows
 the point where the client would wait comes within the summary's latency, the summary of a
-snapshot (the request as it stands, its newest turn kept) is written in a task of its own
+snapshot (the request as it stands, keeping no more than a compaction at the trigger
+would once the growth until then is added, its newest turn folded too when there is no
+room for it: the model reads it before the swap) is written in a task of its own
 while this request and the next ones are forwarded from the full context. At the trigger
 the prepared state is swapped in, keeping every message that arrived after the snapshot;
 if it is not ready, the request waits only for what is left of it, unless the whole
@@ -147,6 +149,11 @@ class PreparedCut:
     compactions: int
     snapshot: int
     snapshot_digest: str
+
+
+_REPLY: dict[str, Any] = {"role": "assistant", "content": "(the reply to this request)"}
+"""Stands for the model's reply after a snapshot taken below the trigger: where the kept
+messages start when the snapshot's newest turn is folded (a turn start on every route)."""
 
 
 def _core(state: SessionState) -> tuple[int, str, str | None]:
@@ -418,9 +425,20 @@ class Ahead:
         client = list(body["messages"])
         tokens = plain.input_tokens
         window = policy.window
-        growth = max(int(policy.trigger * window) - tokens, 0)
+        below = tokens <= int(policy.trigger * window)
+        # What arrives before the swap, which keeps it all: until the trigger, or while
+        # the summary is written (at the rate of the last requests), whichever is later.
+        latency = run.latency
+        if latency is None and policy.background is not None:
+            latency = policy.background.assumed_latency_s
+        growth = max(int(policy.trigger * window) - tokens, int((run.rate or 0) * (latency or 0)))
+        # ... but the request waits for it at the deadline (``wait_ratio``): no later.
+        wait = policy.background.wait_ratio if policy.background is not None else policy.trigger
+        growth = min(growth, max(int(max(wait, policy.trigger) * window) - tokens, 0))
         budget = int(policy.keep * window)
-        if policy.cost_guard is not None and tokens + growth <= window:
+        if policy.cost_guard is not None and tokens <= window:
+            # Estimated: the newest turn (folded below the trigger only when there is no
+            # room for it) and the last summary's size.
             assert plain.counted is not None
             tally = plain.counted.forwarded
             before, n = _messages_tokens(plain)
@@ -433,7 +451,12 @@ class Ahead:
         digest = _digest_at(client, state, len(client), common.get("known"))
         if digest is None:
             return
-        snapshot = {**body, "messages": client}
+        # Below the trigger, the snapshot's newest turn may be folded too: the model reads
+        # it in this request, before the swap, and kept it would sit beside everything that
+        # arrives until then (one turn more than a compaction at the trigger keeps; the
+        # engine folds it too). The model's reply, not yet known, is where the kept part
+        # would start: a stand-in marks that place, never summarized or sent.
+        snapshot = {**body, "messages": [*client, _REPLY] if below else client}
         # The compaction a trigger would run, forced now: it keeps at most what the
         # trigger would keep once the growth until then is added.
         now = replace(
