@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from ..context import BackgroundConfig
     from ..gateway import TransparentPolicy
     from ..workspace import SessionStore
 
@@ -108,6 +109,17 @@ def serve(
             "messages read otherwise (cache-read over cache-write price; 0: no guard).",
         ),
     ] = 0.08,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background/--no-background",
+            help="With --window: write each conversation's summary in the background before "
+            "the trigger (the engine's BackgroundConfig), so the request that passes the "
+            "trigger does not wait for it. Not for requests that ask for compaction "
+            "themselves (compact_20260112, compact_threshold): theirs is written at the "
+            "trigger, as documented.",
+        ),
+    ] = False,
     state: Annotated[
         str | None,
         typer.Option(
@@ -162,6 +174,7 @@ def serve(
                 offload=offload,
                 read_rounds=read_rounds,
                 summarize_with=summarizer,  # type: ignore[arg-type]  # checked by the policy
+                background=_background(background, keep, trigger),
             )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -190,6 +203,17 @@ def serve(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     run(config, host=host, port=port, transparent=routes, sessions=sessions)
+
+
+def _background(on: bool, keep: float, trigger: float) -> BackgroundConfig | None:
+    """``--background``: the engine's defaults, the start mark moved between ``--keep`` and
+    ``--trigger`` when they do not surround it."""
+    from ..context import BackgroundConfig
+
+    if not on:
+        return None
+    start = 0.6 if keep < 0.6 < trigger else (keep + trigger) / 2
+    return BackgroundConfig(start_ratio=start)
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

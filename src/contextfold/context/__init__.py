@@ -41,6 +41,7 @@ from ._hint import HINT_NAME
 from ._layer import SUMMARY_NAME, PartBudget, SummaryLayer, is_summary
 from ._ledger import ArtifactLedger, extract_ledger
 from ._plan import CompactionPlan, SummaryPlan
+from ._prefetch import Prefetch
 from ._redact import REDACTED, Redactor, redact_credentials, redact_messages
 from ._state import EngineState
 from ._summarizer import (
@@ -119,6 +120,7 @@ __all__ = [
     "ModelSummarizer",
     "Outcome",
     "PartBudget",
+    "Prefetch",
     "Redactor",
     "Summarizer",
     "SummarizerOptions",

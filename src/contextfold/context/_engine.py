@@ -31,7 +31,7 @@ from ._images import ImageLimit
 from ._layer import SummaryLayer
 from ._offload import SessionOffload
 from ._plan import CompactionPlan, plan_compaction
-from ._prefetch import Prefetch
+from ._prefetch import Prefetch, Prepared
 from ._state import EngineState
 from ._summarizer import Summarizer
 from ._trim import ToolResultTruncator, truncate_results
@@ -116,7 +116,7 @@ class ContextEngine:
         self._offload = SessionOffload(self)
         self._lock = asyncio.Lock()
         self._last_sent: ModelInput | None = None  # the last input built (without a note)
-        self.background = Prefetch(self._emit, clock)
+        self.background = Prefetch[Prepared](self._emit, clock)
         """The compaction prepared in the background (``ContextConfig.background``), timed
         by ``clock`` (the system's; a replay passes a simulated one)."""
         self._ahead = Ahead(self)

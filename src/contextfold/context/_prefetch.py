@@ -16,7 +16,7 @@ import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from .._logging import logger
 from ..message import Msg
@@ -27,6 +27,10 @@ from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
 __all__ = ["Prefetch", "Prepared"]
+
+P = TypeVar("P")
+"""What a job prepares: the engine's :class:`Prepared`, or another caller's own value
+(the gateway's transparent mode prepares a conversation's next state)."""
 
 _MARGIN = 1.25
 """How many of the last summary's latencies ahead of the deadline the next one starts."""
@@ -53,8 +57,13 @@ class Prepared:
         )
 
 
-class Prefetch:
-    """At most one background compaction of one engine, from start to commit or discard."""
+class Prefetch(Generic[P]):
+    """At most one background compaction of one conversation, from start to commit or
+    discard: when one is due, its task, the wait for it at the trigger, and its phases as
+    :class:`~contextfold.context.BackgroundCompactionEvent` s. The engine keeps one
+    (``ContextEngine.background``, of its ``Prepared`` outcomes); ``contextfold serve``
+    keeps one per conversation in transparent mode. ``P`` is what a job prepares; the
+    caller decides at :meth:`take` whether it still applies."""
 
     def __init__(
         self, emit: Callable[[ContextEvent], Awaitable[None]], clock: Clock | None = None
@@ -62,7 +71,7 @@ class Prefetch:
         self._emit = emit
         self.clock: Clock = clock or SystemClock()
         """Where the time is read (growth rate, latency, waits) and the task waited for."""
-        self._task: asyncio.Task[Prepared | None] | None = None
+        self._task: asyncio.Task[P | None] | None = None
         self._cause: Literal["usage", "idle"] = "usage"
         self._started = 0.0
         self._tried: Hashable = None
@@ -196,7 +205,7 @@ class Prefetch:
         task = self._task
         return task is not None and not task.done() and tokens + self.typical_reply <= limit
 
-    def peek(self) -> Prepared | None:
+    def peek(self) -> P | None:
         """The prepared compaction, when one is ready (not taken; it may be stale)."""
         task = self._task
         if task is None or not task.done() or task.cancelled():
@@ -218,7 +227,7 @@ class Prefetch:
     async def start(
         self,
         key: Hashable,
-        job: Callable[[], Awaitable[Prepared | None]],
+        job: Callable[[], Awaitable[P | None]],
         *,
         cause: Literal["usage", "idle"] = "usage",
         after_answer: bool = False,
@@ -233,7 +242,7 @@ class Prefetch:
         self._started = self.clock.now()
         self._task = asyncio.get_running_loop().create_task(self._run(job))
 
-    async def _run(self, job: Callable[[], Awaitable[Prepared | None]]) -> Prepared | None:
+    async def _run(self, job: Callable[[], Awaitable[P | None]]) -> P | None:
         await self._emit(BackgroundCompactionEvent(phase="started", cause=self._cause))
         try:
             prepared = await job()
@@ -253,10 +262,11 @@ class Prefetch:
         )
         return prepared
 
-    async def take(self, applies: Callable[[Prepared], bool]) -> tuple[Prepared, float] | None:
+    async def take(self, applies: Callable[[P], bool | str]) -> tuple[P, float] | None:
         """The prepared compaction and how long this waited for it, when one was started
         and it ``applies`` to the state now; ``None`` otherwise (a stale one is
-        discarded). Cancelling the caller leaves the background task running."""
+        discarded: ``applies`` returns ``False``, or the reason as a string, e.g. the
+        gateway's cost guard). Cancelling the caller leaves the background task running."""
         task = self._task
         if task is None:
             return None
@@ -271,8 +281,10 @@ class Prefetch:
         waited = self.clock.now() - began
         if prepared is None:
             return None
-        if not applies(prepared):
-            await self._dropped("the context changed", waited=waited)
+        verdict = applies(prepared)
+        if verdict is not True:
+            reason = verdict if isinstance(verdict, str) and verdict else "the context changed"
+            await self._dropped(reason, waited=waited)
             return None
         self.applied += 1
         await self._emit(

@@ -104,14 +104,18 @@ def create_app(
     (:class:`~contextfold.workspace.PostgresWorkspace`) lets several replicas share it: one
     decides for a conversation at a time (``config.session_lease_ttl``, ``session_wait``).
     """
+    metrics = Metrics()
     mode = (
         TransparentMode.of(
-            transparent, sessions, lease_ttl=config.session_lease_ttl, wait=config.session_wait
+            transparent,
+            sessions,
+            lease_ttl=config.session_lease_ttl,
+            wait=config.session_wait,
+            metrics=metrics,
         )
         if transparent is not None
         else None
     )
-    metrics = Metrics()
     gateway = Gateway(
         config=config,
         upstream=Upstream(config, metrics),
@@ -127,6 +131,8 @@ def create_app(
         if mode is not None and initialize is not None:
             await initialize()
         yield
+        if mode is not None:
+            await mode.ahead.close()  # summaries in flight are dropped, counted
         await gateway.upstream.aclose()
         close = getattr(sessions, "close", None)
         if mode is not None and close is not None:

@@ -86,10 +86,12 @@ async def _edited(
 
 def _transparent_summarizer(
     request: Request, body: dict[str, Any], policy: TransparentPolicy
-) -> Summarizer:
+) -> tuple[Summarizer, Callable[[], Usage] | None]:
+    """The app's summarizer, or a model summarizer on the request's own model (with what
+    its calls cost, for the metrics)."""
     gateway = gateway_of(request)
     if policy.summarize_with != "model":
-        return gateway.summarizer
+        return gateway.summarizer, None
     model = RequestModel(
         gateway.upstream,
         str(body.get("model")),
@@ -97,7 +99,7 @@ def _transparent_summarizer(
         drop_betas=CONTEXT_MANAGEMENT_BETAS,
         counter=gateway.counter,
     )
-    return ModelSummarizer(model, request="transcript")
+    return ModelSummarizer(model, request="transcript"), lambda: model.spent
 
 
 class _Refused(Exception):
@@ -134,7 +136,7 @@ async def _transparently(
     show is digested and counted."""
     gateway = gateway_of(request)
     try:
-        summarizer = _transparent_summarizer(request, body, policy)
+        summarizer, spent = _transparent_summarizer(request, body, policy)
         key = mode.key(request, body)
         same = parsed is not None and body.get("messages") is parsed.data.get("messages")
         known = (
@@ -144,12 +146,14 @@ async def _transparently(
         )
         try:
             async with mode.states.hold(key) as held:
-                done = await forward(
+                done = await mode.ahead.forward(
+                    key,
                     body,
                     held.state,
                     policy,
                     counter=gateway.counter,
                     summarizer=summarizer,
+                    spent=spent,
                     counts=gateway.counts,
                     known=known,
                 )

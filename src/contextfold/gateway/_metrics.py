@@ -48,6 +48,18 @@ class Metrics:
     """Tool results kept whole in a workspace (transparent mode), each counted once."""
     reads: int = 0
     """Calls to the read-back tool the gateway answered itself."""
+    summary_tokens: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(``blocking`` or ``background``, ``input``/``output``/``cache_read``/``cache_write``)
+    -> tokens transparent mode's summaries cost (a model summarizer's calls; an extractive
+    summary costs none). Discarded background summaries are counted too: they were paid."""
+    background: Counter[str] = field(default_factory=Counter)
+    """Phase (``started``, ``ready``, ``applied``, ``discarded``) -> background compactions."""
+    background_discarded: Counter[str] = field(default_factory=Counter)
+    """Reason (``stale``, ``cost_guard``, ``failed``, ``nothing``, ``ended``) -> discarded."""
+    background_deferred: int = 0
+    """Requests past the trigger forwarded whole while their summary was being written."""
+    background_wait_sum: float = 0.0
+    """Seconds requests waited for a background summary at the trigger, summed."""
     upstream_errors: Counter[str] = field(default_factory=Counter)
     """Kind (``timeout``, ``connect``, ``cancelled``) -> upstream requests that failed."""
     latency_buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
@@ -92,6 +104,20 @@ class Metrics:
         out.append(f"{_P}offloads_total {self.offloads}")
         family("reads_total", "counter", "Read-back tool calls answered by the gateway.")
         out.append(f"{_P}reads_total {self.reads}")
+        family("summary_tokens_total", "counter", "Tokens transparent summaries cost.")
+        for (when, kind), n in sorted(self.summary_tokens.items()):
+            pairs = (("when", when), ("kind", kind))
+            out.append(f"{_P}summary_tokens_total{_labels(pairs)} {n}")
+        family("background_compactions_total", "counter", "Background compactions by phase.")
+        for phase, n in sorted(self.background.items()):
+            out.append(f"{_P}background_compactions_total{_labels((('phase', phase),))} {n}")
+        family("background_discarded_total", "counter", "Background summaries dropped.")
+        for reason, n in sorted(self.background_discarded.items()):
+            out.append(f"{_P}background_discarded_total{_labels((('reason', reason),))} {n}")
+        family("background_deferred_total", "counter", "Requests sent whole past the trigger.")
+        out.append(f"{_P}background_deferred_total {self.background_deferred}")
+        family("background_wait_seconds_total", "counter", "Waits for a background summary.")
+        out.append(f"{_P}background_wait_seconds_total {self.background_wait_sum}")
         family("upstream_errors_total", "counter", "Upstream requests that failed, by kind.")
         for kind, n in sorted(self.upstream_errors.items()):
             out.append(f"{_P}upstream_errors_total{_labels((('kind', kind),))} {n}")

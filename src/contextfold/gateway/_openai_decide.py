@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from .._logging import logger
 from ..context import ModelSummarizer, Summarizer
+from ..message import Usage
 from ._chat_model import ChatRequestModel, limit_field
 from ._errors import error_response, not_transformed
 from ._openai_transparent import (
@@ -57,20 +58,21 @@ def _compacts(data: dict[str, Any], field: str) -> bool:
 
 def _summarizer(
     request: Request, policy: TransparentPolicy, data: dict[str, Any], field: str
-) -> Summarizer:
+) -> tuple[Summarizer, Callable[[], Usage] | None]:
     """The app's summarizer, or (``summarize_with="model"``) the request's own model
-    through the upstream, in the route's wire format, with the client's headers."""
+    through the upstream, in the route's wire format, with the client's headers (and
+    what its calls cost, for the metrics)."""
     gateway = gateway_of(request)
     if policy.summarize_with != "model":
-        return gateway.summarizer
+        return gateway.summarizer, None
     name = str(data.get("model"))
     headers = request.headers.items()
     if field == "messages":
         chat = ChatRequestModel(gateway.upstream, name, headers=headers, counter=openai_counter())
         chat.limit = limit_field(data)
-        return ModelSummarizer(chat, request="transcript")
+        return ModelSummarizer(chat, request="transcript"), lambda: chat.spent
     model = ResponsesRequestModel(gateway.upstream, name, headers=headers, counter=openai_counter())
-    return ModelSummarizer(model, request="transcript")
+    return ModelSummarizer(model, request="transcript"), lambda: model.spent
 
 
 def manages(data: dict[str, Any], field: str, policy: TransparentPolicy) -> bool:
@@ -104,7 +106,7 @@ async def decide(
         async with mode.states.lock(key):
             gateway.metrics.offloads += await mode.results.keep(key, forwarded.offloads)
         return key, _sent(data, forwarded)
-    summarizer = _summarizer(request, policy, data, field)
+    summarizer, spent = _summarizer(request, policy, data, field)
     try:
         async with mode.states.hold(key) as held:
             forwarded = await compacting_forward(
@@ -114,6 +116,7 @@ async def decide(
                 field=field,
                 summarizer=summarizer,
                 counts=gateway.counts,
+                ahead=(mode.ahead, key, spent),
             )
             await held.save(forwarded.state)
     except SessionBusy:

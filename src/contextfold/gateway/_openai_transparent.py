@@ -12,14 +12,14 @@ cache keeps matching. Counting uses o200k_base, as OpenAI's models do.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from .._exceptions import MessageFormatError
 from ..context import Summarizer
-from ..message import Msg, from_openai_messages
+from ..message import Msg, Usage, from_openai_messages
 from ..token import OpenAITokenCounter, TokenCounter
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, message_of
@@ -34,6 +34,7 @@ from ._transparent import (
     forward,
     offloading_tools,
 )
+from ._transparent_ahead import Ahead
 
 __all__ = [
     "CHAT_SHAPE",
@@ -271,22 +272,26 @@ async def compacting_forward(
     summarizer: Summarizer,
     counts: CountCache | None = None,
     compaction: bool = True,
+    ahead: tuple[Ahead, str, Callable[[], Usage] | None] | None = None,
 ) -> Forwarded:
     """An OpenAI request (``field``: ``messages`` for Chat Completions, ``input`` for
     Responses) as transparent mode forwards it, compaction included, counted with
-    o200k_base; :func:`~._transparent.forward` does the work."""
+    o200k_base; :func:`~._transparent.forward` does the work, or with ``ahead`` (the
+    app's background compactions, the conversation's key and what the summarizer's
+    model spent),
+    :meth:`~._transparent_ahead.Ahead.forward`."""
     shape = CHAT_SHAPE if field == "messages" else RESPONSES_SHAPE
     head, inner = _split(body, field)
-    done = await forward(
-        inner,
-        state,
-        policy,
-        counter=openai_counter(),
-        summarizer=summarizer,
-        counts=counts,
-        shape=shape,
-        compaction=compaction,
-    )
+    common: dict[str, Any] = {"counter": openai_counter(), "counts": counts, "shape": shape}
+    if ahead is not None and compaction:
+        background, key, spent = ahead
+        done = await background.forward(
+            key, inner, state, policy, summarizer=summarizer, spent=spent, **common
+        )
+    else:
+        done = await forward(
+            inner, state, policy, summarizer=summarizer, compaction=compaction, **common
+        )
     out = {**body, field: [*head, *done.body["messages"]]}
     if isinstance(done.body.get("tools"), list):
         out["tools"] = done.body["tools"]

@@ -31,13 +31,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, Literal
 
 from .._logging import logger
 from ..context import (
     DEFAULT_COMPRESSION_PROMPT,
     DEFAULT_SUMMARY_TEMPLATE,
+    BackgroundConfig,
     Summarizer,
     SummaryRequest,
     SummarySchema,
@@ -45,12 +45,13 @@ from ..context import (
     safe_format,
 )
 from ..message import Msg
-from ..token import TokenCounter, head_within, tail_within
+from ..token import TokenCounter
 from ._breakpoints import place_breakpoints
 from ._compaction import SUMMARY_PREFIX
 from ._count import CountCache, Tally, message_of
 from ._prefix import Counted, Known
-from ._retrieval import READ_TOOL, Offload, anthropic_read_tool, item_id, offload_note
+from ._result_cut import TRUNCATION_NOTE, ResultCut, cut_message
+from ._retrieval import READ_TOOL, Offload, anthropic_read_tool
 from ._sessions import SessionState, content_digest
 
 __all__ = [
@@ -65,9 +66,6 @@ __all__ = [
     "offloading_tools",
     "view",
 ]
-
-TRUNCATION_NOTE = "\n\n[... {omitted} tokens of this tool result omitted by the gateway ...]\n\n"
-"""What stands in the middle of a tool result cut to ``tool_result_limit``."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +101,11 @@ class TransparentPolicy:
     costs no more than the turn it replaces, and every later turn, being shorter with
     the same prefix rules, costs no more either. ``keep`` is lowered for that when it
     must; a request over ``window`` is compacted regardless. ``None``: no guard."""
+    background: BackgroundConfig | None = None
+    """Compaction prepared in the background (the engine's own
+    :class:`~contextfold.context.BackgroundConfig` and policy, see
+    :mod:`._transparent_ahead`): the summary is written while the client works, and
+    the request that passes the trigger does not wait for it. ``None``: at the trigger."""
 
     def __post_init__(self) -> None:
         if self.window <= 0:
@@ -115,6 +118,9 @@ class TransparentPolicy:
             raise ValueError(f"tool_result_limit must be at least 64, got {self.tool_result_limit}")
         if self.cost_guard is not None and not 0 < self.cost_guard <= 1:
             raise ValueError(f"cost_guard must be in (0, 1], got {self.cost_guard}")
+        start = self.background.start_ratio if self.background is not None else None
+        if start is not None and not self.keep < start < self.trigger:
+            raise ValueError(f"background.start_ratio must be in (keep, trigger), got {start}")
         if not 0 <= self.read_rounds <= 16:
             raise ValueError(f"read_rounds must be in [0, 16], got {self.read_rounds}")
         if self.summarize_with not in ("extractive", "model"):
@@ -156,89 +162,6 @@ def _digests(messages: Sequence[Any]) -> list[str]:
     for message in messages:
         out.append(content_digest(out[-1], message))
     return out
-
-
-def _cut_text(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
-    """``text`` within about ``limit`` tokens: its head and tail around a note (naming
-    the offloaded item with ``offload``)."""
-    if len(text) * 3 // 2 <= limit:  # no counter gives more than 1.5 tokens a character
-        return text
-    return _cut_counted(text, limit, counter, offload)  # type: ignore[arg-type]  # counters hash by id
-
-
-@lru_cache(maxsize=4096)
-def _cut_counted(text: str, limit: int, counter: TokenCounter, offload: bool) -> str:
-    """The cut, once per content: an agent resends each long result every turn."""
-    total = counter.count_text(text)
-    if total <= limit:
-        return text
-    if not offload:
-        head = head_within(counter, text, limit * 2 // 3)
-        tail = tail_within(counter, text, limit // 3 - 16)
-        omitted = total - counter.count_text(head) - counter.count_text(tail)
-        return head + TRUNCATION_NOTE.format(omitted=omitted) + tail
-    # The offload note names the item and the offsets: its room is taken from the budget.
-    widest = len(str(max(len(text), total)))
-    room = counter.count_text(offload_note(text, "", "", 10**widest - 1).replace("0", "9"))
-    budget = max(limit - room, 2)
-    head = head_within(counter, text, budget * 2 // 3)
-    tail = tail_within(counter, text, budget - budget * 2 // 3)
-    omitted = total - counter.count_text(head) - counter.count_text(tail)
-    return head + offload_note(text, head, tail, omitted) + tail
-
-
-@dataclass(frozen=True)
-class ResultCut:
-    """How one request's tool results are cut: over ``limit`` tokens (``None``: never),
-    and whether the cut parts are offloaded (collected in ``offloads``)."""
-
-    limit: int | None
-    counter: TokenCounter
-    offload: bool
-    offloads: dict[str, Offload]
-
-    def text(self, text: str) -> str:
-        assert self.limit is not None
-        cut = _cut_text(text, self.limit, self.counter, self.offload)
-        if self.offload and cut is not text:
-            found = item_id(text)
-            self.offloads.setdefault(found, Offload(found, text))
-        return cut
-
-
-def _cut_part(part: Any, cut: ResultCut) -> Any:
-    if not isinstance(part, dict) or part.get("type") != "text":
-        return part
-    text = part.get("text")
-    if not isinstance(text, str):
-        return part
-    done = cut.text(text)
-    return part if done is text else {**part, "text": done}
-
-
-def _cut_result(block: Any, cut: ResultCut) -> Any:
-    if not isinstance(block, dict) or block.get("type") != "tool_result":
-        return block
-    content = block.get("content")
-    if isinstance(content, str):
-        done = cut.text(content)
-        return block if done is content else {**block, "content": done}
-    if isinstance(content, list):
-        parts = [_cut_part(p, cut) for p in content]
-        if any(a is not b for a, b in zip(parts, content, strict=True)):
-            return {**block, "content": parts}
-    return block
-
-
-def _transformed(message: Any, cut: ResultCut) -> Any:
-    """``message`` as forwarded: a pure function of its content (same bytes each turn)."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if cut.limit is None or not isinstance(content, list):
-        return message
-    blocks = [_cut_result(b, cut) for b in content]
-    if all(a is b for a, b in zip(blocks, content, strict=True)):
-        return message
-    return {**message, "content": blocks}
 
 
 def _offloads(policy: TransparentPolicy) -> bool:
@@ -310,7 +233,7 @@ class WireShape:
     with_tool: Callable[[dict[str, Any], ResultCut], dict[str, Any]] = _with_tool
 
 
-ANTHROPIC_SHAPE = WireShape(_transformed, _summary_message, breakpoints=True)
+ANTHROPIC_SHAPE = WireShape(cut_message, _summary_message, breakpoints=True)
 """Anthropic Messages: ``tool_result`` blocks cut, the summary as a text block."""
 
 

@@ -15,10 +15,12 @@ from typing import Any, cast
 from starlette.requests import Request
 
 from ..workspace import SessionStore
+from ._metrics import Metrics
 from ._response_chain import ResponseChains
 from ._retrieval import Items, ResultStore
 from ._sessions import SessionStates, session_key
 from ._transparent import TransparentPolicy
+from ._transparent_ahead import Ahead
 
 __all__ = [
     "CHAT_ROUTE",
@@ -49,6 +51,9 @@ class TransparentMode:
     results: ResultStore = field(default_factory=ResultStore)
     chains: ResponseChains = field(default_factory=ResponseChains)
     """The response ids given back on ``/v1/responses``, to their conversations."""
+    ahead: Ahead = field(default_factory=lambda: Ahead(Metrics()))
+    """Each conversation's compaction prepared in the background (a policy's
+    ``background``); the app gives it its own metrics."""
 
     @classmethod
     def of(
@@ -58,9 +63,10 @@ class TransparentMode:
         *,
         lease_ttl: float = 10.0,
         wait: float = 15.0,
+        metrics: Metrics | None = None,
     ) -> TransparentMode:
         """``transparent`` as one policy (for ``/v1/messages``) or by route; ``lease_ttl``
-        and ``wait`` as in :class:`SessionStates`."""
+        and ``wait`` as in :class:`SessionStates`; ``metrics``: the app's."""
         policies = (
             {MESSAGES_ROUTE: transparent}
             if isinstance(transparent, TransparentPolicy)
@@ -75,6 +81,7 @@ class TransparentMode:
             SessionStates(store, lease_ttl=lease_ttl, wait=wait),
             ResultStore(items),
             ResponseChains(store),
+            Ahead(metrics if metrics is not None else Metrics()),
         )
 
     def key(self, request: Request, body: Mapping[str, Any]) -> str:
