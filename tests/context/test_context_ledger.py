@@ -582,7 +582,10 @@ def test_command_lines_keep_the_whitespace_the_agent_typed() -> None:
     inserted by ``sed``, fixed-width text in a heredoc) and indentation are part of it.
     Collapsing them kept 69 of the 1,088 graded commands of the whole-run benchmark in a
     form that no longer ran as typed (astropy-8707: ``sed -i '351i\\        if ...'``)."""
-    sed = "sed -i '351i\\        if isinstance(data, bytes):\\n            data = data.decode()' io.py"
+    sed = (
+        "sed -i '351i\\        if isinstance(data, bytes):"
+        "\\n            data = data.decode()' io.py"
+    )
     script = (
         "cat <<'EOF' > card.py\n"
         "CARD = 'NAXIS   =                    2 / number of axes'\n"
