@@ -92,8 +92,6 @@ class TransparentPolicy:
     summarize_with: Literal["extractive", "model"] = "extractive"
     breakpoints: bool = True
     cost_guard: float | None = 0.08
-    offload: bool = True
-    read_rounds: int = 4
     """A compaction rewrites the summary and the kept messages at the cache-write price,
     where sending the request uncompacted would read its messages at the cache-read
     price: it happens only when the rewritten messages are at most this fraction of
@@ -101,6 +99,10 @@ class TransparentPolicy:
     costs no more than the turn it replaces, and every later turn, being shorter with
     the same prefix rules, costs no more either. ``keep`` is lowered for that when it
     must; a request over ``window`` is compacted regardless. ``None``: no guard."""
+    offload: bool = True
+    read_rounds: int = 4
+    """Extra upstream calls per request in which the gateway answers the model's calls
+    to the read-back tool itself; 0 offers no read-back tool, so nothing is offloaded."""
     background: BackgroundConfig | None = None
     """Compaction prepared in the background (the engine's own
     :class:`~contextfold.context.BackgroundConfig` and policy, see

@@ -35,8 +35,9 @@ MESSAGES_ROUTE = "/v1/messages"
 CHAT_ROUTE = "/v1/chat/completions"
 RESPONSES_ROUTE = "/v1/responses"
 ROUTES = frozenset({MESSAGES_ROUTE, CHAT_ROUTE, RESPONSES_ROUTE})
-"""Routes with a transparent mode: all three offload tool results and answer the
-read-back tool; only ``/v1/messages`` also compacts."""
+"""Routes with a transparent mode: all three offload tool results, answer the
+read-back tool and compact (a ``/v1/responses`` request chained by
+``previous_response_id`` is never compacted)."""
 
 
 @dataclass
