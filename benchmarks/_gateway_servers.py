@@ -230,6 +230,30 @@ def free_port() -> int:
         return port
 
 
+@contextmanager
+def serving_in_thread(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
+    """``app`` served by uvicorn in a daemon thread of this process on a loopback port;
+    yields its base URL, stops it on exit."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 def _wait(port: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -37,43 +37,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import uvicorn
 
 from contextfold.gateway import CountCache, apply_context_management
 from contextfold.token import AnthropicEstimator
 
 from ._gateway_servers import KEY, MODEL
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _serving(app: Any) -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def session(target_tokens: int) -> dict[str, Any]:

@@ -21,16 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import anthropic
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -43,6 +39,8 @@ from contextfold.context import (
     SummaryResult,
 )
 from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
+
+from ._gateway_servers import serving_in_thread
 
 SUMMARY_PREFIX = "This conversation continues"
 
@@ -59,30 +57,6 @@ class SlowSummarizer:
         self.calls += 1
         await asyncio.sleep(self.latency)
         return await self.inner.summarize(request)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _serving(app: Any) -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def _upstream(seen: dict[str, list[str | None]]) -> Starlette:
@@ -171,11 +145,11 @@ def run(background: bool, args: argparse.Namespace) -> dict[str, Any]:
         background=BackgroundConfig() if background else None,
     )
     times: dict[str, list[float]] = {}
-    with _serving(_upstream(seen)) as upstream:
+    with serving_in_thread(_upstream(seen), lifespan="on") as upstream:
         app = create_app(
             GatewayConfig(upstream=upstream), transparent=policy, summarizer=summarizer
         )
-        with _serving(app) as url:
+        with serving_in_thread(app, lifespan="on") as url:
             began = time.monotonic()
 
             def drive(name: str) -> None:

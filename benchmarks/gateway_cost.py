@@ -59,8 +59,8 @@ from contextfold.message import anthropic_request, to_anthropic_request
 from contextfold.replay import anthropic_blocks, cache_model, load_prices
 from contextfold.token import AnthropicEstimator, TokenCounter
 
+from ._gateway_servers import serving_in_thread
 from .fig_cache_validation import RecordedCall, Session, load_sessions, recordings_dir
-from .fig_gateway_latency import _serving
 from .gateway_cost_codex import run_codex
 from .gateway_cost_codex import table as codex_table
 from .gateway_cost_litellm import LITELLM_DOCS, litellm_version, through_litellm
@@ -185,9 +185,12 @@ def send_session(
     header, each call numbered in ``x-replay-call``), through a transparent gateway in
     front of ``upstream``; the texts of the client's replies."""
     replies = []
-    with _serving(upstream) as upstream_url:
+    with serving_in_thread(upstream) as upstream_url:
         app = create_app(GatewayConfig(upstream=upstream_url), transparent=policy)
-        with _serving(app) as gateway, httpx.Client(base_url=gateway, timeout=120) as client:
+        with (
+            serving_in_thread(app) as gateway,
+            httpx.Client(base_url=gateway, timeout=120) as client,
+        ):
             for i, body in enumerate(bodies):
                 reply = client.post(
                     "/v1/messages",

@@ -49,8 +49,8 @@ from contextfold.gateway import GatewayConfig, create_app
 from contextfold.replay import Block, OpenAICache
 from contextfold.token import TokenCounter, counter_for_model
 
+from ._gateway_servers import serving_in_thread
 from .fig_cache_validation import load_sessions, recordings_dir
-from .fig_gateway_latency import _serving
 
 __all__ = ["PRICES", "CodexCall", "CodexResult", "codex_calls", "run_codex", "table"]
 
@@ -310,9 +310,12 @@ def through_gateway(
     (after the input of the call that returned it)."""
     received: dict[int, bytes] = {}
     inserted: list[tuple[int, dict[str, Any]]] = []  # (position in the recorded items, item)
-    with _serving(_recording_upstream(calls, received)) as upstream:
+    with serving_in_thread(_recording_upstream(calls, received)) as upstream:
         app = create_app(GatewayConfig(upstream=upstream))
-        with _serving(app) as gateway, httpx.Client(base_url=gateway, timeout=300) as client:
+        with (
+            serving_in_thread(app) as gateway,
+            httpx.Client(base_url=gateway, timeout=300) as client,
+        ):
             for i, body in enumerate(bodies):
                 sent = body
                 if threshold is not None:

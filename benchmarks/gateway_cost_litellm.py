@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fig_gateway_latency import _serving
+from ._gateway_servers import serving_in_thread
 
 __all__ = ["LITELLM_DOCS", "litellm_version", "through_litellm"]
 
@@ -156,7 +156,7 @@ def through_litellm(
     upstream_app = Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
     key = "sk-" + secrets.token_hex(16)  # the proxy refuses to start without one
     with (
-        _serving(upstream_app) as upstream,
+        serving_in_thread(upstream_app) as upstream,
         _proxy(command, upstream, trigger, key) as proxy,
         httpx.Client(base_url=proxy, timeout=300) as client,
     ):
