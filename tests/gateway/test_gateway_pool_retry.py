@@ -210,10 +210,14 @@ def test_the_gateway_answers_when_the_upstream_closed_its_kept_alive_connection(
                 )
                 for _ in range(2)
             ]
+            metrics = client.get("/metrics").text
     assert [r.status_code for r in replies] == [200, 200], replies[-1].text
     assert replies[1].json()["content"][0]["text"] == "answer 1.0"
     assert len(upstream.seen) == 3
     assert app.state.gateway.upstream.pool.retried == 1
+    # An operator sees the resend: the retry and the two connections it took.
+    assert "contextfold_gateway_upstream_retries_total 1\n" in metrics
+    assert "contextfold_gateway_upstream_connections_opened_total 2\n" in metrics
 
 
 def test_a_new_connection_closed_before_an_answer_is_not_retried() -> None:

@@ -46,7 +46,8 @@ async def _health(request: Request) -> Response:
 
 
 async def _metrics(request: Request) -> Response:
-    text = gateway_of(request).metrics.render()
+    gateway = gateway_of(request)
+    text = gateway.metrics.render(gateway.upstream.pool)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 

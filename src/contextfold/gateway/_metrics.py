@@ -9,13 +9,25 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-__all__ = ["LATENCY_BUCKETS", "Metrics"]
+__all__ = ["LATENCY_BUCKETS", "Metrics", "PoolFigures"]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Upper bounds (seconds) of the upstream latency histogram."""
 
 _P = "contextfold_gateway_"
+
+
+class PoolFigures(Protocol):
+    """What ``/metrics`` shows of the upstream connection pool (``StackPool`` has these)."""
+
+    @property
+    def open(self) -> int: ...
+    @property
+    def opened(self) -> int: ...
+    @property
+    def retried(self) -> int: ...
 
 
 def _labels(pairs: tuple[tuple[str, str], ...]) -> str:
@@ -78,49 +90,66 @@ class Metrics:
         self.latency_sum += seconds
         self.latency_count += 1
 
-    def render(self) -> str:
-        """The exposition text served at ``/metrics``."""
+    def render(self, pool: PoolFigures | None = None) -> str:
+        """The exposition text served at ``/metrics``; ``pool`` adds the upstream
+        connection pool's counts (absent when httpx's own transports route via a proxy)."""
         out: list[str] = []
 
         def family(name: str, kind: str, doc: str) -> None:
             out.append(f"# HELP {_P}{name} {doc}")
             out.append(f"# TYPE {_P}{name} {kind}")
 
-        family("requests_total", "counter", "Requests answered, by route and status.")
-        for (route, status), n in sorted(self.requests.items()):
-            out.append(f"{_P}requests_total{_labels((('route', route), ('status', status)))} {n}")
-        family("context_edits_total", "counter", "Requests on which a context edit cleared.")
-        for kind, n in sorted(self.edits.items()):
-            out.append(f"{_P}context_edits_total{_labels((('type', kind),))} {n}")
-        family("compactions_total", "counter", "Compactions the gateway ran.")
-        out.append(f"{_P}compactions_total {self.compactions}")
-        family("untransformed_total", "counter", "Requests forwarded unedited: edits failed.")
-        out.append(f"{_P}untransformed_total {self.untransformed}")
-        family("session_busy_total", "counter", "Requests whose conversation stayed held.")
-        out.append(f"{_P}session_busy_total {self.session_busy}")
-        family("tokens_saved_total", "counter", "Input tokens removed by context edits.")
-        out.append(f"{_P}tokens_saved_total {self.tokens_saved}")
-        family("offloads_total", "counter", "Tool results kept whole in a workspace.")
-        out.append(f"{_P}offloads_total {self.offloads}")
-        family("reads_total", "counter", "Read-back tool calls answered by the gateway.")
-        out.append(f"{_P}reads_total {self.reads}")
-        family("summary_tokens_total", "counter", "Tokens transparent summaries cost.")
-        for (when, kind), n in sorted(self.summary_tokens.items()):
-            pairs = (("when", when), ("kind", kind))
-            out.append(f"{_P}summary_tokens_total{_labels(pairs)} {n}")
-        family("background_compactions_total", "counter", "Background compactions by phase.")
-        for phase, n in sorted(self.background.items()):
-            out.append(f"{_P}background_compactions_total{_labels((('phase', phase),))} {n}")
-        family("background_discarded_total", "counter", "Background summaries dropped.")
-        for reason, n in sorted(self.background_discarded.items()):
-            out.append(f"{_P}background_discarded_total{_labels((('reason', reason),))} {n}")
-        family("background_deferred_total", "counter", "Requests sent whole past the trigger.")
-        out.append(f"{_P}background_deferred_total {self.background_deferred}")
-        family("background_wait_seconds_total", "counter", "Waits for a background summary.")
-        out.append(f"{_P}background_wait_seconds_total {self.background_wait_sum}")
-        family("upstream_errors_total", "counter", "Upstream requests that failed, by kind.")
-        for kind, n in sorted(self.upstream_errors.items()):
-            out.append(f"{_P}upstream_errors_total{_labels((('kind', kind),))} {n}")
+        # fmt: off
+        singles: list[tuple[str, str, str, float]] = [
+            ("compactions_total", "counter", "Compactions the gateway ran.", self.compactions),
+            ("untransformed_total", "counter", "Requests forwarded unedited: edits failed.",
+             self.untransformed),
+            ("session_busy_total", "counter", "Requests whose conversation stayed held.",
+             self.session_busy),
+            ("tokens_saved_total", "counter", "Input tokens removed by context edits.",
+             self.tokens_saved),
+            ("offloads_total", "counter", "Tool results kept whole in a workspace.",
+             self.offloads),
+            ("reads_total", "counter", "Read-back tool calls answered by the gateway.",
+             self.reads),
+            ("background_deferred_total", "counter", "Requests sent whole past the trigger.",
+             self.background_deferred),
+            ("background_wait_seconds_total", "counter", "Waits for a background summary.",
+             self.background_wait_sum),
+        ]
+        if pool is not None:
+            singles += [
+                ("upstream_connections_opened_total", "counter",
+                 "Connections opened to the upstream.", pool.opened),
+                ("upstream_connections_open", "gauge",
+                 "Connections to the upstream open now, in use or idle.", pool.open),
+                ("upstream_retries_total", "counter",
+                 "Requests sent again: the upstream had closed their kept-alive connection.",
+                 pool.retried),
+            ]
+        labelled: list[tuple[str, str, tuple[str, ...], Counter[Any]]] = [
+            ("requests_total", "Requests answered, by route and status.", ("route", "status"),
+             self.requests),
+            ("context_edits_total", "Requests on which a context edit cleared.", ("type",),
+             self.edits),
+            ("summary_tokens_total", "Tokens transparent summaries cost.", ("when", "kind"),
+             self.summary_tokens),
+            ("background_compactions_total", "Background compactions by phase.", ("phase",),
+             self.background),
+            ("background_discarded_total", "Background summaries dropped.", ("reason",),
+             self.background_discarded),
+            ("upstream_errors_total", "Upstream requests that failed, by kind.", ("kind",),
+             self.upstream_errors),
+        ]
+        # fmt: on
+        for name, kind, doc, value in singles:
+            family(name, kind, doc)
+            out.append(f"{_P}{name} {value}")
+        for name, doc, labels, counts in labelled:
+            family(name, "counter", doc)
+            for key, n in sorted(counts.items()):
+                values = key if isinstance(key, tuple) else (key,)
+                out.append(f"{_P}{name}{_labels(tuple(zip(labels, values, strict=True)))} {n}")
         family("upstream_latency_seconds", "histogram", "Time to the upstream's headers.")
         running = 0
         for bound, n in zip(LATENCY_BUCKETS, self.latency_buckets, strict=True):
