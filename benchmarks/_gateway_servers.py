@@ -291,33 +291,38 @@ LITELLM_ROUTES = {"passthrough": "/anthropic", "unified": ""}
 """Where each way of running LiteLLM takes ``/v1/messages``: the prefix of its route."""
 
 
-def _litellm_config(upstream: str) -> str:
-    """LiteLLM's ``config.yaml`` (JSON is YAML), as the production checklist has it."""
-    return json.dumps(
-        {
-            "general_settings": {"master_key": KEY},
-            "model_list": [
-                {
-                    "model_name": MODEL,
-                    "litellm_params": {
-                        "model": f"anthropic/{MODEL}",
-                        "api_base": upstream,
-                        "api_key": "sk-ant-bench",
-                    },
-                }
-            ],
-            "litellm_settings": {"set_verbose": False, "request_timeout": 600},
-        }
-    )
+def _litellm_config(upstream: str) -> dict[str, Any]:
+    """LiteLLM's configuration, as the production checklist has it."""
+    return {
+        "general_settings": {"master_key": KEY},
+        "model_list": [
+            {
+                "model_name": MODEL,
+                "litellm_params": {
+                    "model": f"anthropic/{MODEL}",
+                    "api_base": upstream,
+                    "api_key": "sk-ant-bench",
+                },
+            }
+        ],
+        "litellm_settings": {"set_verbose": False, "request_timeout": 600},
+    }
 
 
 @contextmanager
-def litellm_serving(
-    command: str, upstream: str, mode: str, cpu: int | None = None
+def litellm_proxy(
+    command: str,
+    config: dict[str, Any],
+    *,
+    env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    cpu: int | None = None,
+    start_timeout: float = 240,
 ) -> Iterator[tuple[str, int]]:
-    """LiteLLM's proxy (the ``litellm`` command ``command``) in front of ``upstream``, one
-    uvicorn worker (pinned to ``cpu`` if given); yields the base URL of its ``mode``
-    route (:data:`LITELLM_ROUTES`) and its process id, stopped by that id on exit."""
+    """LiteLLM's proxy (the ``litellm`` command ``command``) on a loopback port with
+    ``config`` as its ``config.yaml`` (JSON is YAML), pinned to ``cpu`` if given; yields
+    its base URL and process id, stopped by that id on exit. The errors it logged are
+    printed when it stops: a peer that failed quietly would flatter it."""
     import tempfile
     from pathlib import Path
 
@@ -325,26 +330,26 @@ def litellm_serving(
 
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "config.yaml"
-        config.write_text(_litellm_config(upstream), encoding="utf-8")
-        env = {
+        config_path = Path(tmp) / "config.yaml"
+        config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+        full_env = {
             **os.environ,
-            "ANTHROPIC_API_BASE": upstream,  # the pass-through route's upstream
-            "ANTHROPIC_API_KEY": "sk-ant-bench",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the price map
             "LITELLM_TELEMETRY": "False",
-            "LITELLM_LOG": "ERROR",
+            **(env or {}),
         }
-        args = ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-        command_line = [command, *args, "--num_workers", "1"]
+        args = ["--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
+        command_line = [command, *args, *extra_args]
         if cpu is not None:
             command_line = ["taskset", "-c", str(cpu), *command_line]
         log_path = Path(tmp) / "proxy.log"
         with log_path.open("w") as log:
-            proc = subprocess.Popen(command_line, stdout=log, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(
+                command_line, stdout=log, stderr=subprocess.STDOUT, env=full_env
+            )
             try:
                 base = f"http://127.0.0.1:{port}"
-                deadline = time.monotonic() + 240
+                deadline = time.monotonic() + start_timeout
                 while True:
                     if proc.poll() is not None:
                         raise RuntimeError("LiteLLM exited: " + log_path.read_text()[-2000:])
@@ -354,9 +359,9 @@ def litellm_serving(
                     except httpx.HTTPError:
                         pass
                     if time.monotonic() > deadline:
-                        raise RuntimeError("LiteLLM's proxy did not start within 240 s")
+                        raise RuntimeError(f"LiteLLM's proxy did not start in {start_timeout} s")
                     time.sleep(0.5)
-                yield base + LITELLM_ROUTES[mode], proc.pid
+                yield base, proc.pid
             finally:
                 proc.terminate()
                 try:
@@ -365,7 +370,25 @@ def litellm_serving(
                     proc.kill()
                 errors = [line for line in log_path.read_text().splitlines() if "ERROR" in line]
                 if errors:
-                    print(f"LiteLLM ({mode}) logged {len(errors)} errors, first: {errors[0]}")
+                    print(f"LiteLLM logged {len(errors)} errors, first: {errors[0]}")
+
+
+@contextmanager
+def litellm_serving(
+    command: str, upstream: str, mode: str, cpu: int | None = None
+) -> Iterator[tuple[str, int]]:
+    """LiteLLM's proxy in front of ``upstream``, one uvicorn worker (pinned to ``cpu`` if
+    given); yields the base URL of its ``mode`` route (:data:`LITELLM_ROUTES`) and its
+    process id."""
+    env = {
+        "ANTHROPIC_API_BASE": upstream,  # the pass-through route's upstream
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
+        "LITELLM_LOG": "ERROR",
+    }
+    with litellm_proxy(
+        command, _litellm_config(upstream), env=env, extra_args=("--num_workers", "1"), cpu=cpu
+    ) as (base, pid):
+        yield base + LITELLM_ROUTES[mode], pid
 
 
 def cpu_seconds(pid: int) -> float:

@@ -21,14 +21,9 @@ LiteLLM's default (70% of the trigger).
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import socket
 import subprocess
-import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ._gateway_servers import serving_in_thread
+from ._gateway_servers import litellm_proxy, serving_in_thread
 
 __all__ = ["LITELLM_DOCS", "litellm_version", "through_litellm"]
 
@@ -46,37 +41,28 @@ LITELLM_DOCS = "https://docs.litellm.ai/docs/completion/prompt_compression"
 MODEL = "claude-sonnet-4-5"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _config(upstream: str, trigger: int, master_key: str) -> str:
-    """The proxy's ``config.yaml`` (JSON is YAML)."""
-    return json.dumps(
-        {
-            "general_settings": {"master_key": master_key},
-            "model_list": [
-                {
-                    "model_name": MODEL,
-                    "litellm_params": {
-                        "model": f"anthropic/{MODEL}",
-                        "api_base": upstream,
-                        "api_key": "sk-ant-replay",
-                    },
-                }
-            ],
-            "litellm_settings": {
-                "callbacks": ["compression_interception"],
-                "compression_interception_params": {
-                    "enabled": True,
-                    "compression_trigger": trigger,
+def _config(upstream: str, trigger: int, master_key: str) -> dict[str, Any]:
+    """The proxy's configuration: compression interception on, per its documentation."""
+    return {
+        "general_settings": {"master_key": master_key},
+        "model_list": [
+            {
+                "model_name": MODEL,
+                "litellm_params": {
+                    "model": f"anthropic/{MODEL}",
+                    "api_base": upstream,
+                    "api_key": "sk-ant-replay",
                 },
+            }
+        ],
+        "litellm_settings": {
+            "callbacks": ["compression_interception"],
+            "compression_interception_params": {
+                "enabled": True,
+                "compression_trigger": trigger,
             },
         },
-        indent=2,
-    )
+    }
 
 
 def litellm_version(command: str) -> str:
@@ -90,51 +76,6 @@ def litellm_version(command: str) -> str:
         timeout=120,
     )
     return out.stdout.strip()
-
-
-@contextmanager
-def _proxy(command: str, upstream: str, trigger: int, master_key: str) -> Iterator[str]:
-    """LiteLLM's proxy on a loopback port, stopped (by its own pid) on exit."""
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "config.yaml"
-        config.write_text(_config(upstream, trigger, master_key), encoding="utf-8")
-        env = {
-            **os.environ,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the price map
-            "LITELLM_TELEMETRY": "False",
-        }
-        log = (Path(tmp) / "proxy.log").open("w")
-        proc = subprocess.Popen(
-            [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 180
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        "LiteLLM's proxy exited: " + (Path(tmp) / "proxy.log").read_text()[-2000:]
-                    )
-                try:
-                    if httpx.get(f"{base}/health/liveliness", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("LiteLLM's proxy did not start within 180 s")
-                time.sleep(0.5)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
 
 
 def through_litellm(
@@ -157,7 +98,7 @@ def through_litellm(
     key = "sk-" + secrets.token_hex(16)  # the proxy refuses to start without one
     with (
         serving_in_thread(upstream_app) as upstream,
-        _proxy(command, upstream, trigger, key) as proxy,
+        litellm_proxy(command, _config(upstream, trigger, key), start_timeout=180) as (proxy, _),
         httpx.Client(base_url=proxy, timeout=300) as client,
     ):
         for s, (name, bodies, _) in enumerate(sessions):
