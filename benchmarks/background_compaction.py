@@ -346,6 +346,7 @@ def print_replay(rows: list[dict[str, Any]], summary_s: float, cost_tol: float, 
 
 
 async def main() -> None:
+    global LINES
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--step", type=float, default=0.5, help="seconds per agent call")
@@ -376,7 +377,6 @@ async def main() -> None:
         help="BackgroundConfig.assumed_latency_s: the latency assumed until one is measured",
     )
     args = parser.parse_args()
-    global LINES
     LINES = args.lines
     chosen = BackgroundConfig(wait_ratio=args.wait_ratio, assumed_latency_s=args.assumed_latency)
     if args.replay:
@@ -414,7 +414,7 @@ async def main() -> None:
 
     if local:
         # Side by side: both rows' summaries share the machine's load at the same time.
-        results = await asyncio.gather(one(False), one(True))
+        results = list(await asyncio.gather(one(False), one(True)))
     else:
         results = [await one(False), await one(True)]
     for background, r in zip((False, True), results, strict=True):
