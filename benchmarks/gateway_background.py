@@ -142,12 +142,13 @@ def _p95(values: list[float]) -> float:
 def run(background: bool, args: argparse.Namespace) -> dict[str, Any]:
     seen: dict[str, list[str | None]] = {}
     summarizer = SlowSummarizer(args.summary)
+    latency = {} if args.assumed_latency is None else {"assumed_latency_s": args.assumed_latency}
     policy = TransparentPolicy(
         window=args.window,
         trigger=0.8,
         keep=0.25,
         cost_guard=args.cost_guard,
-        background=BackgroundConfig() if background else None,
+        background=BackgroundConfig(**latency) if background else None,
     )
     times: dict[str, list[float]] = {}
     with serving_in_thread(_upstream(seen), lifespan="on") as upstream:
@@ -218,6 +219,13 @@ def main() -> None:
         default=None,
         help="TransparentPolicy.cost_guard (the gateway's default is 0.08; off unless given)",
     )
+    parser.add_argument(
+        "--assumed-latency",
+        type=float,
+        default=None,
+        help="BackgroundConfig.assumed_latency_s (default 10 s): the latency assumed until "
+        "a background summary is measured",
+    )
     args = parser.parse_args()
     rows = []
     for background in (False, True):
@@ -229,7 +237,8 @@ def main() -> None:
         "| compaction | compactions | wait median | wait p95 | share (median, p95) "
         "| summaries | deferred | discarded | wall |"
     )
-    print(f"(cost guard {'off' if args.cost_guard is None else args.cost_guard})")
+    guard = "off" if args.cost_guard is None else args.cost_guard
+    print(f"(cost guard {guard}, first latency assumed {args.assumed_latency or 10:g} s)")
     for r in rows:
         if r["compactions"]:
             print(
