@@ -376,9 +376,19 @@ async def main() -> None:
         default=BackgroundConfig().assumed_latency_s,
         help="BackgroundConfig.assumed_latency_s: the latency assumed until one is measured",
     )
+    parser.add_argument(
+        "--start-ratio",
+        type=float,
+        default=BackgroundConfig().start_ratio,
+        help="BackgroundConfig.start_ratio: the earliest mark a summary starts at",
+    )
     args = parser.parse_args()
     LINES = args.lines
-    chosen = BackgroundConfig(wait_ratio=args.wait_ratio, assumed_latency_s=args.assumed_latency)
+    chosen = BackgroundConfig(
+        wait_ratio=args.wait_ratio,
+        assumed_latency_s=args.assumed_latency,
+        start_ratio=args.start_ratio,
+    )
     if args.replay:
         rows = await replay_rows(args.summary, args.limit, chosen)
         print_replay(rows, args.summary, args.cost_tolerance, args.retention_tolerance)
@@ -420,8 +430,8 @@ async def main() -> None:
     for background, r in zip((False, True), results, strict=True):
         f = figures(r["waits"], r["latencies"])
         name = (
-            f"background (wait at {args.wait_ratio:g}, first latency assumed "
-            f"{args.assumed_latency:g} s)"
+            f"background (start at {args.start_ratio:g}, wait at {args.wait_ratio:g}, first "
+            f"latency assumed {args.assumed_latency:g} s)"
         )
         if not background:
             name = "blocking (at the trigger)"
