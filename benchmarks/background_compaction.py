@@ -12,6 +12,14 @@ wall time of the whole reply is reported too.
 
 Run: ``python -m benchmarks.background_compaction [--steps 80] [--step 0.5] [--summary 5]``.
 
+``--summarizer local`` writes the summaries with the embedded model instead (SmolLM2-135M
+by llama.cpp, a ``ModelSummarizer`` over ``LocalChatModel`` as ``contextfold demo`` builds
+it: 400 tokens of output at most, two attempts) while the agent's model stays scripted with
+its step time; ``--window`` sets the agent's window (the summarizer's is 8,192, SmolLM2's
+trained window). Its latency is then whatever llama.cpp takes on this machine: every
+summary call is timed (``TimedSummarizer``) in the same run, and the waits are reported as
+a share of that run's median summary latency.
+
 ``--replay`` instead replays the 44 recorded SWE-bench runs at a 16,000-token window with
 the extractive summarizer, blocking and in the background, each timed on the replay's
 simulated clock (``ReplayTiming``: the time between calls from the recordings' timestamps,
@@ -25,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +50,9 @@ from contextfold.context import (
     ContextConfig,
     ContextEvent,
     ModelSummarizer,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
 )
 from contextfold.message import ToolCallBlock
 from contextfold.middleware import AgentView, Middleware
@@ -48,6 +61,7 @@ from contextfold.tool import FunctionTool, Toolkit
 
 WINDOW = 16_000
 REPLAY_WINDOW = 16_000
+LOCAL_WINDOW = 8_192
 FIELDS = {
     "task_overview": "Read the service logs and report the errors.",
     "current_state": "Logs read so far; errors noted.",
@@ -67,6 +81,10 @@ class Recorder(Middleware):
         self.events.append(event)
 
 
+LINES = 40
+"""Lines per log (about 17 tokens each); ``--lines`` sets it."""
+
+
 def read_log(n: int) -> str:
     """Read log number ``n``.
 
@@ -75,8 +93,46 @@ def read_log(n: int) -> str:
     """
     return "\n".join(
         f"log {n} line {i}: GET /api/v{i % 3}/items status {200 if i % 17 else 500}"
-        for i in range(40)
+        for i in range(LINES)
     )
+
+
+@dataclass
+class TimedSummarizer:
+    """A summarizer whose every call is timed: the summary latency of this very run
+    (the embedded model's depends on the machine and its load), and its failures."""
+
+    inner: Summarizer
+    latencies: list[float] = field(default_factory=list)
+    failures: int = 0
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        started = time.monotonic()
+        try:
+            return await self.inner.summarize(request)
+        except Exception:
+            self.failures += 1
+            raise
+        finally:
+            self.latencies.append(time.monotonic() - started)
+
+
+def scripted_summarizer(summary_s: float, window: int) -> Summarizer:
+    """A ``ModelSummarizer`` over a scripted model that answers after ``summary_s``."""
+
+    async def summary_reply(request: ScriptedRequest) -> Any:
+        await asyncio.sleep(summary_s)
+        return FIELDS
+
+    return ModelSummarizer(ScriptedModel(summary_reply, context_size=window))
+
+
+def local_summarizer() -> Summarizer:
+    """The embedded model's summarizer, as ``contextfold demo`` builds it (its own
+    llama.cpp instance here: the agent's model is scripted)."""
+    from contextfold.model import LocalChatModel
+
+    return ModelSummarizer(LocalChatModel(None, context_size=8192, max_tokens=400), attempts=2)
 
 
 def waits(events: list[ContextEvent]) -> tuple[list[float], int, int]:
@@ -106,6 +162,9 @@ async def run(
     summary_s: float,
     background: bool,
     background_config: BackgroundConfig | None = None,
+    *,
+    window: int = WINDOW,
+    summarizer: Callable[[], Summarizer] | None = None,
 ) -> dict[str, Any]:
     async def agent_reply(request: ScriptedRequest) -> Any:
         await asyncio.sleep(step_s)
@@ -114,10 +173,9 @@ async def run(
             return "Done: errors 500 in every log."
         return [ToolCallBlock(id=f"c{made}", name="read_log", input={"n": made})]
 
-    async def summary_reply(request: ScriptedRequest) -> Any:
-        await asyncio.sleep(summary_s)
-        return FIELDS
-
+    timed = TimedSummarizer(
+        summarizer() if summarizer is not None else scripted_summarizer(summary_s, window)
+    )
     recorder = Recorder()
     config = ContextConfig(
         background=(background_config or BackgroundConfig()) if background else None
@@ -125,10 +183,10 @@ async def run(
     agent = Agent(
         name="bench",
         system_prompt="Read the logs one by one and report the errors.",
-        model=ScriptedModel(agent_reply, context_size=WINDOW),
+        model=ScriptedModel(agent_reply, context_size=window),
         toolkit=Toolkit([FunctionTool(read_log)]),
         context_config=config,
-        summarizer=ModelSummarizer(ScriptedModel(summary_reply, context_size=WINDOW)),
+        summarizer=timed,
         middleware=[recorder],
         max_iters=steps + 5,
         readback_tools=False,
@@ -138,7 +196,14 @@ async def run(
     await agent.reply("Read every log and report the errors.")
     wall = time.monotonic() - started
     found, prepared, discarded = waits(recorder.events)
-    return {"waits": found, "prepared": prepared, "discarded": discarded, "wall": wall}
+    return {
+        "waits": found,
+        "prepared": prepared,
+        "discarded": discarded,
+        "wall": wall,
+        "latencies": timed.latencies,
+        "failures": timed.failures,
+    }
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -146,6 +211,38 @@ def _pct(values: list[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _load() -> str:
+    """The machine's 1, 5 and 15-minute load averages (a shared, noisy box)."""
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+@dataclass(frozen=True)
+class WaitFigures:
+    """One row's waits per compaction, against the summary latency of the same run."""
+
+    median: float
+    p95: float
+    latency: float
+    """The median of the run's summary calls' latencies (0 when none ran)."""
+
+    @property
+    def median_share(self) -> float:
+        return self.median / self.latency if self.latency else 0.0
+
+    @property
+    def p95_share(self) -> float:
+        return self.p95 / self.latency if self.latency else 0.0
+
+
+def figures(waits_s: list[float], latencies_s: list[float]) -> WaitFigures:
+    """The median and p95 wait, and the median summary latency they are shares of."""
+    return WaitFigures(
+        median=statistics.median(waits_s) if waits_s else 0.0,
+        p95=_pct(waits_s, 0.95),
+        latency=statistics.median(latencies_s) if latencies_s else 0.0,
+    )
 
 
 async def replay_rows(
@@ -249,10 +346,25 @@ def print_replay(rows: list[dict[str, Any]], summary_s: float, cost_tol: float, 
 
 
 async def main() -> None:
+    global LINES
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--step", type=float, default=0.5, help="seconds per agent call")
     parser.add_argument("--summary", type=float, default=5.0, help="seconds per summary")
+    parser.add_argument(
+        "--summarizer",
+        choices=("scripted", "local"),
+        default="scripted",
+        help="who writes the summaries: a scripted model taking --summary s, or the "
+        "embedded SmolLM2 model (its latency measured)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help=f"the agent's window (default {WINDOW:,}; {LOCAL_WINDOW:,} with --summarizer local)",
+    )
+    parser.add_argument("--lines", type=int, default=LINES, help="lines per log (~17 tokens)")
     parser.add_argument("--replay", action="store_true", help="the SWE-bench replays instead")
     parser.add_argument("--limit", type=int, default=None, help="replay at most N runs")
     parser.add_argument("--cost-tolerance", type=float, default=0.05)
@@ -264,38 +376,78 @@ async def main() -> None:
         default=BackgroundConfig().assumed_latency_s,
         help="BackgroundConfig.assumed_latency_s: the latency assumed until one is measured",
     )
+    parser.add_argument(
+        "--start-ratio",
+        type=float,
+        default=BackgroundConfig().start_ratio,
+        help="BackgroundConfig.start_ratio: the earliest mark a summary starts at",
+    )
     args = parser.parse_args()
-    chosen = BackgroundConfig(wait_ratio=args.wait_ratio, assumed_latency_s=args.assumed_latency)
+    LINES = args.lines
+    chosen = BackgroundConfig(
+        wait_ratio=args.wait_ratio,
+        assumed_latency_s=args.assumed_latency,
+        start_ratio=args.start_ratio,
+    )
     if args.replay:
         rows = await replay_rows(args.summary, args.limit, chosen)
         print_replay(rows, args.summary, args.cost_tolerance, args.retention_tolerance)
         return
-    print(
-        f"Regime: window {WINDOW:,} tokens, default ContextConfig (trigger 0.8, reserve 0.05), "
-        f"{args.steps} steps of {args.step} s, summary {args.summary} s per call, "
-        "our Agent with a scripted model\n"
+    local = args.summarizer == "local"
+    window = args.window or (LOCAL_WINDOW if local else WINDOW)
+    summary = (
+        "the embedded SmolLM2-135M (llama.cpp, 8,192-token window, its latency measured)"
+        if local
+        else f"a scripted model taking {args.summary:g} s per call"
     )
     print(
-        "| compaction | compactions | wait median | wait p95 | wait / summary latency "
-        "(median, p95) | prepared | discarded | wall time |"
+        f"Regime: window {window:,} tokens, default ContextConfig (trigger 0.8, reserve 0.05), "
+        f"{args.steps} steps of {args.step} s ({LINES}-line logs), our Agent with a scripted "
+        f"model; summaries by {summary}; load average {_load()}\n"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for background in (False, True):
-        r = await run(args.steps, args.step, args.summary, background, chosen)
-        w = r["waits"]
-        med, p95 = (statistics.median(w) if w else 0.0), _pct(w, 0.95)
+    print(
+        "| compaction | compactions | summary latency median (calls, failed) | wait median | "
+        "wait p95 | wait / summary latency (median, p95) | prepared | discarded | wall time |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    async def one(background: bool) -> dict[str, Any]:
+        return await run(
+            args.steps,
+            args.step,
+            args.summary,
+            background,
+            chosen,
+            window=window,
+            summarizer=local_summarizer if local else None,
+        )
+
+    if local:
+        # Side by side: both rows' summaries share the machine's load at the same time.
+        results = list(await asyncio.gather(one(False), one(True)))
+    else:
+        results = [await one(False), await one(True)]
+    for background, r in zip((False, True), results, strict=True):
+        f = figures(r["waits"], r["latencies"])
         name = (
-            f"background (wait at {args.wait_ratio:g}, first latency assumed "
-            f"{args.assumed_latency:g} s)"
+            f"background (start at {args.start_ratio:g}, wait at {args.wait_ratio:g}, first "
+            f"latency assumed {args.assumed_latency:g} s)"
         )
         if not background:
             name = "blocking (at the trigger)"
         print(
-            f"| {name} | {len(w)} | {med:.2f} s | {p95:.2f} s | "
-            f"{med / args.summary:.0%}, {p95 / args.summary:.0%} | {r['prepared']} | "
+            f"| {name} | {len(r['waits'])} | {f.latency:.2f} s ({len(r['latencies'])}, "
+            f"{r['failures']}) | {f.median:.2f} s | {f.p95:.2f} s | "
+            f"{f.median_share:.0%}, {f.p95_share:.0%} | {r['prepared']} | "
             f"{r['discarded']} | {r['wall']:.1f} s |",
             flush=True,
         )
+        if local:
+            print(
+                f"  load average {_load()}; waits {[round(w, 1) for w in r['waits']]}, latencies "
+                f"{[round(x, 1) for x in r['latencies']]}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,12 @@ that carry none (the gateway's and the upstream's own time); as a share of the s
 latency, median and p95 over every compaction of every session. Both rows run the same
 script one after the other.
 
-Run: ``python -m benchmarks.gateway_background [--turns 160] [--step 0.5] [--summary 5]``.
+Run: ``python -m benchmarks.gateway_background [--turns 160] [--step 0.5] [--summary 5]``;
+``--cost-guard 0.08`` turns on the gateway's default cost guard (off unless given): a
+compaction happens only when the messages it rewrites (the summary and what it keeps) are
+at most that fraction of those it replaces, so it keeps less, and a blocking one whose
+first summary keeps too much writes a second; a background summary is started keeping no
+more than the guard passes, and none when the guard would refuse its swap.
 """
 
 from __future__ import annotations
@@ -137,12 +142,13 @@ def _p95(values: list[float]) -> float:
 def run(background: bool, args: argparse.Namespace) -> dict[str, Any]:
     seen: dict[str, list[str | None]] = {}
     summarizer = SlowSummarizer(args.summary)
+    latency = {} if args.assumed_latency is None else {"assumed_latency_s": args.assumed_latency}
     policy = TransparentPolicy(
         window=args.window,
         trigger=0.8,
         keep=0.25,
-        cost_guard=None,
-        background=BackgroundConfig() if background else None,
+        cost_guard=args.cost_guard,
+        background=BackgroundConfig(**latency) if background else None,
     )
     times: dict[str, list[float]] = {}
     with serving_in_thread(_upstream(seen), lifespan="on") as upstream:
@@ -207,6 +213,19 @@ def main() -> None:
     )
     parser.add_argument("--window", type=int, default=40_000, help="the policy's window")
     parser.add_argument("--only", choices=["blocking", "background"], default=None)
+    parser.add_argument(
+        "--cost-guard",
+        type=float,
+        default=None,
+        help="TransparentPolicy.cost_guard (the gateway's default is 0.08; off unless given)",
+    )
+    parser.add_argument(
+        "--assumed-latency",
+        type=float,
+        default=None,
+        help="BackgroundConfig.assumed_latency_s (default 10 s): the latency assumed until "
+        "a background summary is measured",
+    )
     args = parser.parse_args()
     rows = []
     for background in (False, True):
@@ -218,6 +237,8 @@ def main() -> None:
         "| compaction | compactions | wait median | wait p95 | share (median, p95) "
         "| summaries | deferred | discarded | wall |"
     )
+    guard = "off" if args.cost_guard is None else args.cost_guard
+    print(f"(cost guard {guard}, first latency assumed {args.assumed_latency or 10:g} s)")
     for r in rows:
         if r["compactions"]:
             print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,6 +103,16 @@ class Conversation:
             last["content"][-1]["cache_control"] = {"type": "ephemeral"}
         return out
 
+    def turn(self, url: str, *, pause: float = 0.0, **extra: Any) -> float:
+        """One turn of the loop: the model's tool step, ``pause`` seconds of the client's
+        own work (its tools, the model's answer), then the request through the gateway at
+        ``url``; the seconds the request took."""
+        self.step()
+        time.sleep(pause)
+        began = time.monotonic()
+        self.send(url, **extra)
+        return time.monotonic() - began
+
     def send(self, url: str, *, marked: bool = True, **extra: Any) -> Any:
         return client(url).beta.messages.create(
             model=MODEL,
@@ -171,9 +182,8 @@ def run(
 ) -> list[dict[str, Any]]:
     bodies = []
     for _ in range(turns):
-        conversation.step()
         upstream.then_json(message("ok"))
-        conversation.send(url, **kw)
+        conversation.turn(url, **kw)
         bodies.append(upstream.received[-1].json())
     return bodies
 
@@ -274,10 +284,7 @@ def test_two_sessions_side_by_side_keep_apart(upstream: ScriptedUpstream) -> Non
     with transparent_gateway(upstream) as url:
         for _ in range(24):
             for name, conversation in (("big", big), ("small", small)):
-                conversation.step()
-                upstream.then_json(message("ok"))
-                conversation.send(url)
-                bodies[name].append(upstream.received[-1].json())
+                bodies[name] += run(conversation, url, upstream, 1)
     assert any(summary_text(b) for b in bodies["big"])
     # The small one never passed its trigger: forwarded as sent, its prefix kept every turn.
     assert all(summary_text(b) is None for b in bodies["small"])

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +26,19 @@ from contextfold.context import (
     SummaryRequest,
     SummaryResult,
 )
-from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
+from contextfold.gateway import (
+    SUMMARY_PREFIX,
+    GatewayConfig,
+    SessionState,
+    TransparentPolicy,
+    create_app,
+    session_key,
+)
 from contextfold.message import Usage
+from contextfold.workspace import SQLiteWorkspace
 
 from .servers import ScriptedUpstream, message, serving
-from .test_transparent import Conversation, summary_text
+from .test_transparent import Conversation, plain, prefix_kept, summary_text
 
 LATENCY = 1.0
 """Seconds each summary takes (the scripted summarizer's latency)."""
@@ -65,12 +74,15 @@ def policy(background: bool, **extra: Any) -> TransparentPolicy:
 
 @contextmanager
 def gateway(
-    upstream: ScriptedUpstream, transparent: TransparentPolicy, summarizer: Any
+    upstream: ScriptedUpstream, transparent: TransparentPolicy, summarizer: Any, **kwargs: Any
 ) -> Iterator[tuple[str, Any]]:
     for _ in range(400):
         upstream.then_json(message("ok"))
     app = create_app(
-        GatewayConfig(upstream=upstream.url), transparent=transparent, summarizer=summarizer
+        GatewayConfig(upstream=upstream.url),
+        transparent=transparent,
+        summarizer=summarizer,
+        **kwargs,
     )
     with serving(app) as url:
         yield url, app
@@ -86,11 +98,7 @@ def drive(url: str, session: str, turns: int, times: list[float]) -> Conversatio
     """One client: ``turns`` tool steps, each request timed."""
     conversation = Conversation(f"Find every item of {session}.", headers=headers(session))
     for _ in range(turns):
-        conversation.step()
-        time.sleep(WORK)
-        began = time.monotonic()
-        conversation.send(url)
-        times.append(time.monotonic() - began)
+        times.append(conversation.turn(url, pause=WORK))
     return conversation
 
 
@@ -210,9 +218,7 @@ def test_a_failed_background_summary_leaves_the_state_and_the_trigger_compacts_a
     with gateway(upstream, policy(True), summarizer) as (url, app):
         conversation = Conversation("Find every item.", headers=headers("one"))
         for _ in range(24):
-            conversation.step()
-            conversation.send(url)
-            time.sleep(WORK)
+            conversation.turn(url, pause=WORK)
         discarded = metric(app, "background_discarded_total")
     assert discarded == {'contextfold_gateway_background_discarded_total{reason="failed"}': 1.0}
     bodies = bodies_of(upstream, "one")
@@ -228,9 +234,7 @@ def test_a_rewound_history_drops_the_prepared_summary_and_counts_it(
         conversation = Conversation("Find every item.", headers=headers("one"))
         started: dict[str, float] = {}
         for _ in range(30):
-            conversation.step()
-            conversation.send(url)
-            time.sleep(WORK)
+            conversation.turn(url, pause=WORK)
             started = metric(app, "background_compactions_total")
             if started:
                 break
@@ -258,8 +262,7 @@ def test_the_cost_guard_keeps_background_off_where_it_would_refuse_the_swap(
     with gateway(upstream, transparent, summarizer) as (url, app):
         conversation = Conversation("Find every item.", headers=headers("one"))
         for _ in range(12):
-            conversation.step()
-            conversation.send(url)
+            conversation.turn(url)
         phases = metric(app, "background_compactions_total")
     assert phases.get('contextfold_gateway_background_compactions_total{phase="started"}') is None
 
@@ -320,3 +323,107 @@ def test_chat_completions_through_the_openai_sdk_swap_without_waiting(
         results = {m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"}
         assert calls == results
     assert completion()["object"] == "chat.completion"
+
+
+def cut_of(body: dict[str, Any], history: list[dict[str, Any]]) -> int:
+    """Where the forwarded messages resume the client's ``history`` (the request's whole
+    history): after the summary, if any, every message from that cut on, each once and in
+    order, and none before it but through the summary."""
+    forwarded = plain(body["messages"])
+    tail = forwarded[1:] if summary_text(body) is not None else forwarded
+    cut = len(history) - len(tail)
+    assert tail == plain(history[cut:]), "a message was lost, duplicated or changed"
+    assert (cut > 0) == (summary_text(body) is not None), "folded messages with no summary"
+    return cut
+
+
+def stored(path: Path, name: str) -> SessionState:
+    """The state ``name``'s conversation has in the SQLite store at ``path``."""
+
+    async def load() -> str | None:
+        workspace = SQLiteWorkspace(path)
+        await workspace.initialize()
+        return await workspace.load_state("gateway-transparent/" + session_key(headers(name), {}))
+
+    text = asyncio.run(load())
+    assert text is not None
+    return SessionState.from_json(text)
+
+
+@pytest.mark.parametrize("at_restart", ["in flight", "prepared"])
+def test_a_restart_with_a_summary_in_flight_or_prepared_loses_nothing_and_compacts_again(
+    upstream: ScriptedUpstream, tmp_path: Path, at_restart: str
+) -> None:
+    # The prepared summary lives in the gateway's memory; the state (cut, summary) in the
+    # store. A new gateway on the same store must carry both conversations on: forward
+    # what the old one did (its prefix, byte for byte, until a compaction), fold nothing
+    # twice and lose nothing, and still compact ("one" had its summary under way).
+    path = tmp_path / "gateway.sqlite"
+    conversations = {
+        name: Conversation(f"Find every item of {name}.", headers=headers(name))
+        for name in ("one", "two")
+    }
+    # Each request's whole history, as the client sent it.
+    sent: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in conversations}
+
+    def turn(url: str, name: str) -> None:
+        conversations[name].turn(url, pause=WORK / 2)
+        sent[name].append(list(conversations[name].history))
+
+    summarizer = SlowSummarizer()
+    with gateway(upstream, policy(True), summarizer, sessions=SQLiteWorkspace(path)) as (
+        url,
+        first,
+    ):
+        # "two" starts later: its summary is not due at the restart.
+        for _ in range(6):
+            turn(url, "one")
+        phases: dict[str, float] = {}
+        while not phases and len(sent["one"]) < 40:
+            turn(url, "one")
+            turn(url, "two")
+            phases = metric(first, "background_compactions_total")
+        assert phases, "a summary was started before the restart"
+        if at_restart == "prepared":
+            time.sleep(LATENCY * 1.5)
+            phases = metric(first, "background_compactions_total")
+            assert 'contextfold_gateway_background_compactions_total{phase="ready"}' in phases
+    # The old gateway dropped what it held, and said so.
+    assert metric(first, "background_discarded_total") == {
+        'contextfold_gateway_background_discarded_total{reason="ended"}': 1.0
+    }
+    restart = {name: len(turns) for name, turns in sent.items()}
+
+    summarizer = SlowSummarizer()
+    with gateway(upstream, policy(True), summarizer, sessions=SQLiteWorkspace(path)) as (
+        url,
+        second,
+    ):
+        for _ in range(24):
+            turn(url, "one")
+            turn(url, "two")
+    for name, histories in sent.items():
+        bodies = bodies_of(upstream, name)
+        assert len(bodies) == len(histories)
+        check_rules(bodies)
+        cuts = [cut_of(body, history) for body, history in zip(bodies, histories, strict=True)]
+        assert cuts == sorted(cuts), f"{name}: a folded message came back"
+        turns = compacting(bodies)
+        # Every turn forwards the previous one's bytes and more, across the restart too,
+        # except where a new summary is swapped in.
+        changes = [i for i in range(1, len(bodies)) if not prefix_kept(bodies[i - 1], bodies[i])]
+        assert changes == turns, name
+        assert [i for i in turns if i >= restart[name]], f"{name}: compacted after the restart"
+        # The store holds the last decision, each compaction counted once.
+        state = stored(path, name)
+        assert (state.cut, state.compactions) == (cuts[-1], len(turns))
+        assert state.summary is not None
+        assert summary_text(bodies[-1]) == SUMMARY_PREFIX + state.summary
+        assert state.seen == len(histories[-1])
+    phases = metric(second, "background_compactions_total")
+    started = phases['contextfold_gateway_background_compactions_total{phase="started"}']
+    applied = phases['contextfold_gateway_background_compactions_total{phase="applied"}']
+    dropped = metric(second, "background_discarded_total")
+    assert applied >= 2
+    assert started == applied + sum(dropped.values())
+    assert set(dropped) <= {'contextfold_gateway_background_discarded_total{reason="ended"}'}
