@@ -332,6 +332,9 @@ class ChatModelBase(ABC):
         calls = [c for c in response.tool_calls if c.name == tool.name]
         if calls and calls[0].input_error is None:
             return StructuredAnswer(calls[0].input)
+        lenient = _lenient_object(calls[0].raw_input) if calls else None
+        if lenient is not None:
+            return StructuredAnswer(lenient)
         if calls:
             return StructuredAnswer(
                 problem=f"arguments were not a JSON object: {calls[0].input_error}"
@@ -391,8 +394,21 @@ def _json_object_in_text(text: str) -> dict[str, Any] | None:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None
+    return _lenient_object(text[start : end + 1])
+
+
+def _lenient_object(text: str | None) -> dict[str, Any] | None:
+    """``text`` as a JSON object, raw control characters inside its strings allowed.
+
+    llama.cpp's grammar for a JSON string admits any character but a quote or a
+    backslash, so a grammar-constrained answer can hold a raw newline in a string: strict
+    JSON rejects it, though what it means is plain, and the structured attempt (often the
+    forced one that paid a prompt-cache miss) was wasted. The schema still checks the value.
+    """
+    if text is None:
+        return None
     try:
-        value = json.loads(text[start : end + 1])
+        value = json.loads(text, strict=False)
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
