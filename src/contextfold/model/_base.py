@@ -270,8 +270,12 @@ class ChatModelBase(ABC):
         model with its validation error and retried, up to ``max_attempts`` attempts in
         all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
         When a text answer ignored the format (it called a tool, or held no JSON), the
-        last attempt forces the tool instead: one prompt-cache miss buys an answer the
-        provider (or llama.cpp's grammar) constrains. An exception of a type in
+        attempts after it force the tool instead: one prompt-cache miss buys an answer the
+        provider (or llama.cpp's grammar) constrains. A model that ignored the format once
+        mostly ignores it again, so another text attempt is wasted, and on llama-cpp-python's
+        ``chatml-function-calling`` server it always is: a text answer there can only name a
+        function or end (its grammar for a message), and that path ignores ``max_tokens``
+        (SmolLM2 ran on for 1,631 tokens, to the end of the window). An exception of a type in
         ``retry_on`` (beyond the transient errors :meth:`generate` retries itself) also
         uses up an attempt; when the last attempt ends in one, it is raised as is, all
         ``max_attempts`` having been made.
@@ -283,13 +287,12 @@ class ChatModelBase(ABC):
         attempts = 0
         ignored_format = False
 
-        def forced(attempt: int) -> bool:
-            last = attempt == max_attempts and attempt > 1
-            return offered is None or (ignored_format and last)
+        def forced() -> bool:
+            return offered is None or ignored_format
 
         for attempts in range(1, max_attempts + 1):
             try:
-                if offered is None or forced(attempts):
+                if forced():
                     answer = await self._structured_attempt(messages, feedback, tool)
                 else:
                     answer = await self._structured_text_attempt(messages, feedback, tool, offered)
@@ -310,8 +313,8 @@ class ChatModelBase(ABC):
             logger.info(
                 "structured output attempt %d/%d invalid: %s", attempts, max_attempts, problem
             )
-            ignored_format = answer.ignored_format
-            retry = self._structured_retry if forced(attempts + 1) else self._structured_text_retry
+            ignored_format = ignored_format or answer.ignored_format
+            retry = self._structured_retry if forced() else self._structured_text_retry
             note = retry.format(problem=problem, name=name)
             feedback = [*feedback, *answer.shown, Msg("system", [TextBlock(text=note)], "user")]
         raise StructuredOutputError(
