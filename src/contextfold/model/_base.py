@@ -287,12 +287,9 @@ class ChatModelBase(ABC):
         attempts = 0
         ignored_format = False
 
-        def forced() -> bool:
-            return offered is None or ignored_format
-
         for attempts in range(1, max_attempts + 1):
             try:
-                if forced():
+                if offered is None or ignored_format:
                     answer = await self._structured_attempt(messages, feedback, tool)
                 else:
                     answer = await self._structured_text_attempt(messages, feedback, tool, offered)
@@ -314,7 +311,8 @@ class ChatModelBase(ABC):
                 "structured output attempt %d/%d invalid: %s", attempts, max_attempts, problem
             )
             ignored_format = ignored_format or answer.ignored_format
-            retry = self._structured_retry if forced() else self._structured_text_retry
+            forced = offered is None or ignored_format
+            retry = self._structured_retry if forced else self._structured_text_retry
             note = retry.format(problem=problem, name=name)
             feedback = [*feedback, *answer.shown, Msg("system", [TextBlock(text=note)], "user")]
         raise StructuredOutputError(
