@@ -27,6 +27,7 @@ from contextfold.testing import check_requests_valid
 
 from .recording import RequestLog
 from .support import (
+    ANSWER_TOKENS,
     CONFIG,
     CONTEXT_SIZE,
     SYSTEM,
@@ -91,7 +92,7 @@ async def test_compression_truncation_and_readback_inside_langchains_loop(
         api_key="unused",
         temperature=0,
         # llama.cpp's server reads max_tokens, not the max_completion_tokens LangChain sends
-        extra_body={"max_tokens": 64},
+        extra_body={"max_tokens": ANSWER_TOKENS},
         http_async_client=log.client(),
     )
     agent = create_agent(

@@ -33,6 +33,7 @@ from contextfold.integrations.openai_agents import ContextfoldInputFilter
 
 from .recording import RequestLog
 from .support import (
+    ANSWER_TOKENS,
     CONFIG,
     CONTEXT_SIZE,
     SYSTEM,
@@ -92,7 +93,7 @@ async def test_compression_truncation_and_readback_inside_the_agents_sdk_loop(
         instructions=SYSTEM,
         model=PlannedModel(plan, model="smollm2", openai_client=client),
         tools=[function_tool(read_log), *folding.tools],
-        model_settings=ModelSettings(temperature=0, max_tokens=64),
+        model_settings=ModelSettings(temperature=0, max_tokens=ANSWER_TOKENS),
     )
     result = await Runner.run(
         agent, TASK, run_config=RunConfig(call_model_input_filter=folding), max_turns=10

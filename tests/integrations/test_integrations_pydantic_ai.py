@@ -28,6 +28,7 @@ from contextfold.testing import check_requests_valid
 
 from .recording import RequestLog
 from .support import (
+    ANSWER_TOKENS,
     CONFIG,
     CONTEXT_SIZE,
     SYSTEM,
@@ -95,7 +96,7 @@ async def test_compression_truncation_and_readback_inside_pydantic_ais_loop(
         instructions=SYSTEM,
         tools=[read_log],
         capabilities=[history],
-        model_settings=ModelSettings(temperature=0, extra_body={"max_tokens": 64}),
+        model_settings=ModelSettings(temperature=0, extra_body={"max_tokens": ANSWER_TOKENS}),
     )
     result = await agent.run(TASK)
 

@@ -6,13 +6,23 @@ import pytest
 
 pytest.importorskip("openai", reason="needs contextfold[openai]")
 
+from contextfold import StructuredOutputError
 from contextfold import _exceptions as errors
 from contextfold.message import Msg, ToolCallBlock, ToolResultBlock
 from contextfold.model import OpenAIChatModel
 from contextfold.model._http_errors import error_for_status, parse_retry_after, redact
 
 from .model_fakes import FakeOpenAI
-from .model_scenarios import HELLO, PARIS_CALL, SECRET_KEY, WEATHER, Failure, Reply, Turn
+from .model_scenarios import (
+    HELLO,
+    PARIS_CALL,
+    PERSON_SCHEMA,
+    SECRET_KEY,
+    WEATHER,
+    Failure,
+    Reply,
+    Turn,
+)
 
 
 def make(turns: list[Turn], **kwargs: object) -> tuple[OpenAIChatModel, FakeOpenAI]:
@@ -261,3 +271,34 @@ async def test_required_with_one_tool_gets_a_call_from_llama_server(llama_server
     model.max_retries = 0
     response = await model.generate(ASK, tools=[WEATHER], tool_choice="required")
     assert [c.name for c in response.tool_calls] == ["get_weather"]
+
+
+# -- structured output: what llama.cpp's JSON grammar lets through -------------------------
+
+RAW_NEWLINE = '{"name": "Ada\nLovelace", "age": 36}'
+"""Arguments with a raw newline inside a string: llama.cpp's JSON grammar admits it (its
+string rule excludes only the quote and the backslash), strict JSON does not."""
+
+
+async def test_a_forced_answer_with_a_raw_newline_in_a_string_is_accepted() -> None:
+    """Seen on SmolLM2's forced summary call: the one attempt that paid a prompt-cache miss
+    was thrown away as "not JSON" and the compaction fell back to truncation."""
+    model, fake = make([Reply(tool_calls=(("call_1", "person", RAW_NEWLINE),))])
+    out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", max_attempts=1)
+    assert out.value == {"name": "Ada\nLovelace", "age": 36}
+    assert out.attempts == 1
+    assert len(fake.requests) == 1
+
+
+async def test_a_text_answer_with_a_raw_newline_in_a_string_is_accepted() -> None:
+    model, _ = make([Reply(text=f"Here it is: {RAW_NEWLINE}")])
+    out = await model.structured_output(
+        ASK, PERSON_SCHEMA, name="person", max_attempts=1, offered=[WEATHER]
+    )
+    assert out.value == {"name": "Ada\nLovelace", "age": 36}
+
+
+async def test_a_forced_answer_that_is_not_json_still_fails_with_the_parse_error() -> None:
+    model, _ = make([Reply(tool_calls=(("call_1", "person", '{"name": "Ada", age: 36}'),))])
+    with pytest.raises(StructuredOutputError, match="not a JSON object"):
+        await model.structured_output(ASK, PERSON_SCHEMA, name="person", max_attempts=1)

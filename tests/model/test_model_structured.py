@@ -48,31 +48,51 @@ READ = ToolSpec(name="read_log", description="Read a log.", parameters={"type": 
 
 
 async def test_a_text_mode_retry_asks_for_the_json_object_not_for_a_tool_call() -> None:
-    """The retry note of a text-mode attempt must not ask for a tool call that is not on
-    offer: it asks for the JSON object again, no tool called."""
-    model = ScriptedModel([tool_reply(("read_log", {})), json.dumps(VALID)])
+    """The retry note after a JSON answer that broke the schema (the attempt stays in
+    text mode) must not ask for a tool call that is not on offer: it asks for the JSON
+    object again, no tool called."""
+    model = ScriptedModel([json.dumps(INVALID[0]), json.dumps(VALID)])
     out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
     assert out == StructuredOutput(value=VALID, attempts=2)
+    assert model.requests[1].tool_choice is None
     note = model.requests[1].messages[-1].text
-    assert "called 'read_log'" in note
+    assert "'age' is a required property" in note
     assert "Call person" not in note
     assert "JSON object" in note
 
 
+async def test_the_attempt_after_an_answer_that_ignored_the_format_forces_the_tool() -> None:
+    """A model that called one of its tools instead of answering with the JSON is not
+    asked for text again (it mostly does the same; llama-cpp-python's function-calling
+    server cannot answer JSON text at all): the next attempt forces the schema's tool, and
+    its note asks for that call, which is now on offer."""
+    model = ScriptedModel([tool_reply(("read_log", {})), VALID])
+    out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
+    assert out == StructuredOutput(value=VALID, attempts=2)
+    first, second = model.requests
+    assert first.tool_choice is None
+    assert [t.name for t in first.tools] == ["read_log"]
+    assert second.tool_choice == "person"
+    assert [t.name for t in second.tools] == ["person"]
+    note = second.messages[-1].text
+    assert "called 'read_log'" in note
+    assert "Call person" in note
+
+
 async def test_text_mode_falls_back_to_the_forced_tool_when_answers_were_not_json() -> None:
-    """After text answers that held no JSON (a tool called, prose), the last attempt forces
-    the schema's tool: a constrained answer is worth the one prompt-cache miss."""
-    model = ScriptedModel(
-        [tool_reply(("read_log", {})), "I will read the log first.", json.dumps(VALID)]
-    )
+    """After a text answer that held no JSON (prose), the attempts that follow force the
+    schema's tool, even when a forced answer fails too: a constrained answer is worth the
+    one prompt-cache miss (the forced requests after the first extend it)."""
+    model = ScriptedModel(["I will read the log first.", INVALID[0], VALID])
     out = await model.structured_output(ASK, PERSON_SCHEMA, name="person", offered=[READ])
     assert out == StructuredOutput(value=VALID, attempts=3)
     first, second, last = model.requests
     assert first.tool_choice is None
-    assert second.tool_choice is None
     assert [t.name for t in first.tools] == ["read_log"]
+    assert second.tool_choice == "person"
     assert last.tool_choice == "person"
     assert [t.name for t in last.tools] == ["person"]
+    assert last.messages[: len(second.messages)] == second.messages
 
 
 async def test_text_mode_keeps_the_offered_tools_when_the_answer_was_json() -> None:

@@ -178,8 +178,8 @@ class ModelSummarizer:
     and it fits this model's window, the summary request *is*
     that request plus one trailing instruction: same system prompt, summary, context and
     tools, so a provider's prompt cache (or llama.cpp's KV cache) serves it as a read, and
-    the JSON answer comes as text (when an answer ignores that format, the last attempt
-    forces the summary tool). Otherwise the messages are rendered as a transcript,
+    the JSON answer comes as text (after an answer that ignores that format, the attempts
+    force the summary tool). Otherwise the messages are rendered as a transcript,
     trimmed oldest first to fit the window (room is left for the answer, a tenth of the
     window, and the tool schema; what was left out is reported in
     :attr:`SummaryResult.uncovered`), and the answer is a forced tool call. Invalid output

@@ -270,8 +270,12 @@ class ChatModelBase(ABC):
         model with its validation error and retried, up to ``max_attempts`` attempts in
         all; then :class:`StructuredOutputError` is raised, with the ``attempts`` made.
         When a text answer ignored the format (it called a tool, or held no JSON), the
-        last attempt forces the tool instead: one prompt-cache miss buys an answer the
-        provider (or llama.cpp's grammar) constrains. An exception of a type in
+        attempts after it force the tool instead: one prompt-cache miss buys an answer the
+        provider (or llama.cpp's grammar) constrains. A model that ignored the format once
+        mostly ignores it again, so another text attempt is wasted, and on llama-cpp-python's
+        ``chatml-function-calling`` server it always is: a text answer there can only name a
+        function or end (its grammar for a message), and that path ignores ``max_tokens``
+        (SmolLM2 ran on for 1,631 tokens, to the end of the window). An exception of a type in
         ``retry_on`` (beyond the transient errors :meth:`generate` retries itself) also
         uses up an attempt; when the last attempt ends in one, it is raised as is, all
         ``max_attempts`` having been made.
@@ -283,13 +287,9 @@ class ChatModelBase(ABC):
         attempts = 0
         ignored_format = False
 
-        def forced(attempt: int) -> bool:
-            last = attempt == max_attempts and attempt > 1
-            return offered is None or (ignored_format and last)
-
         for attempts in range(1, max_attempts + 1):
             try:
-                if offered is None or forced(attempts):
+                if offered is None or ignored_format:
                     answer = await self._structured_attempt(messages, feedback, tool)
                 else:
                     answer = await self._structured_text_attempt(messages, feedback, tool, offered)
@@ -310,8 +310,9 @@ class ChatModelBase(ABC):
             logger.info(
                 "structured output attempt %d/%d invalid: %s", attempts, max_attempts, problem
             )
-            ignored_format = answer.ignored_format
-            retry = self._structured_retry if forced(attempts + 1) else self._structured_text_retry
+            ignored_format = ignored_format or answer.ignored_format
+            forced = offered is None or ignored_format
+            retry = self._structured_retry if forced else self._structured_text_retry
             note = retry.format(problem=problem, name=name)
             feedback = [*feedback, *answer.shown, Msg("system", [TextBlock(text=note)], "user")]
         raise StructuredOutputError(
@@ -332,6 +333,9 @@ class ChatModelBase(ABC):
         calls = [c for c in response.tool_calls if c.name == tool.name]
         if calls and calls[0].input_error is None:
             return StructuredAnswer(calls[0].input)
+        lenient = _lenient_object(calls[0].raw_input) if calls else None
+        if lenient is not None:
+            return StructuredAnswer(lenient)
         if calls:
             return StructuredAnswer(
                 problem=f"arguments were not a JSON object: {calls[0].input_error}"
@@ -391,8 +395,21 @@ def _json_object_in_text(text: str) -> dict[str, Any] | None:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None
+    return _lenient_object(text[start : end + 1])
+
+
+def _lenient_object(text: str | None) -> dict[str, Any] | None:
+    """``text`` as a JSON object, raw control characters inside its strings allowed.
+
+    llama.cpp's grammar for a JSON string admits any character but a quote or a
+    backslash, so a grammar-constrained answer can hold a raw newline in a string: strict
+    JSON rejects it, though what it means is plain, and the structured attempt (often the
+    forced one that paid a prompt-cache miss) was wasted. The schema still checks the value.
+    """
+    if text is None:
+        return None
     try:
-        value = json.loads(text[start : end + 1])
+        value = json.loads(text, strict=False)
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
