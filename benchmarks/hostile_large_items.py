@@ -292,15 +292,8 @@ async def main() -> int:
     parser.add_argument(
         "--stacks", type=float, default=0, help="ms late: dump stacks to hostile_stacks.txt"
     )
-    parser.add_argument(
-        "--worker-nice", type=int, default=None, help="the worker processes' niceness"
-    )
     args = parser.parse_args()
     ONLY.extend(args.only)
-    if args.worker_nice is not None:
-        from contextfold import _process
-
-        _process._NICE = args.worker_nice
     if args.stacks:
         global STACKS
         STACKS = (args.stacks / 1000, open("hostile_stacks.txt", "w"))  # noqa: SIM115, ASYNC230

@@ -120,7 +120,7 @@ def test_the_best_share_within_a_window_bounds_direct_and_falls_as_the_window_sh
 
 
 def test_the_peer_is_litellm_prompt_compression_with_the_gateway_trigger() -> None:
-    config = json.loads(_config("http://127.0.0.1:1", 80_000, "sk-test"))
+    config = _config("http://127.0.0.1:1", 80_000, "sk-test")
     assert config["litellm_settings"]["callbacks"] == ["compression_interception"]
     params = config["litellm_settings"]["compression_interception_params"]
     assert params["compression_trigger"] == 80_000
