@@ -47,9 +47,9 @@ _SEND = 1 << 20
 _NICE = 0
 """How much lower than the caller's the workers' CPU priority is: not lower. At nice 19
 (the first choice, to give the loop's process the CPU first) a worker got about 1% of a
-CPU on a loaded machine: a 100 MB redacted offload took 396 s against 33 s, and held the
-loop longer, not shorter (648 against 71 ms), waiting through the machine's worst
-moments. The loop is spared by the worker being another process, not by its priority."""
+CPU on a loaded machine (``ps``): a 100 MB redacted offload took 242-396 s against 32-33 s,
+and the loop's largest gap during that longer call was larger, not smaller. The loop is
+spared by the work being in another process, not by its priority."""
 _LEN = 8
 _PIPE_SIZE = 1 << 20
 _PACKAGE = __name__.rpartition(".")[0]
