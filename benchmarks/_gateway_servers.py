@@ -245,7 +245,10 @@ def serving_in_thread(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    deadline = time.monotonic() + 30
     while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"the in-thread server on {port} did not start")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"

@@ -61,10 +61,7 @@ calls: dict[str, int] = {}
 """Calls answered by a worker process, by ``module:function`` (read by tests and benchmarks:
 the work ran there, not in this process)."""
 
-_SERVE = (
-    "import sys; sys.path.insert(0, {root!r}); from {package}._process import _serve; "
-    "_serve({nice})"
-)
+_SERVE = "import sys; sys.path.insert(0, {root!r}); from {package}._process import _serve; _serve()"
 
 
 class WorkerFailed(Exception):
@@ -85,7 +82,7 @@ class _Worker:
 
     def __init__(self) -> None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        code = _SERVE.format(root=root, package=_PACKAGE, nice=_NICE)
+        code = _SERVE.format(root=root, package=_PACKAGE)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code],
             stdin=subprocess.PIPE,
@@ -287,12 +284,12 @@ def _close_all() -> None:
         _pool.close()
 
 
-def _serve(nice: int = _NICE) -> None:
+def _serve() -> None:
     """The worker's loop: read a request, answer it, until the parent closes the pipe."""
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
     with contextlib.suppress(OSError, AttributeError):
-        os.nice(nice)
+        os.nice(_NICE)
     while True:
         try:
             head = inp.read(_LEN)
