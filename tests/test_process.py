@@ -3,12 +3,15 @@ and without a worker it is computed here."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import threading
 
 import pytest
 
 from contextfold import _process
+from contextfold.workspace import _grep
 from contextfold.workspace._pieces import json_string_body
 from contextfold.workspace._terms import index_terms_text
 
@@ -59,5 +62,30 @@ def test_workers_run_at_the_callers_priority(monkeypatch: pytest.MonkeyPatch) ->
         assert os.getpriority(os.PRIO_PROCESS, worker.proc.pid) == os.getpriority(
             os.PRIO_PROCESS, 0
         )
+    finally:
+        _process._the_pool().close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values")
+def test_a_worker_started_from_a_nice_thread_runs_at_the_process_priority(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child process takes the nice value of the thread that starts it, and an
+    unprivileged process cannot lower it again: a worker first needed by a matching thread
+    (nice 19, ``workspace._grep``) would have run at nice 19 for good."""
+    monkeypatch.setattr(_process, "_pool", None)  # workers started by this test
+    process_priority = os.getpriority(os.PRIO_PROCESS, 0)
+    text = "some words to index\n" * 10
+    answers: list[object] = []
+
+    def in_a_nice_thread() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        answers.append(_process.run(index_terms_text, text))
+
+    asyncio.run(_grep.off_loop(in_a_nice_thread))  # a matching thread, as a grep runs it
+    assert answers == [index_terms_text(text)]
+    (worker,) = _process._the_pool().idle
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, worker.proc.pid) == process_priority
     finally:
         _process._the_pool().close()

@@ -29,15 +29,17 @@ import contextlib
 import importlib
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from typing import IO, Any
 
 from ._logging import logger
 
-__all__ = ["MAX_WORKERS", "Data", "WorkerFailed", "calls", "run", "run_pieces"]
+__all__ = ["MAX_WORKERS", "Data", "WorkerFailed", "calls", "prepare", "run", "run_pieces"]
 
 MAX_WORKERS = 2
 """Worker processes at most (one per core of a small machine)."""
@@ -181,6 +183,34 @@ def _joined(parts: list[bytes]) -> bytes:
     return b"" if not parts else parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+class _Spawner:
+    """Starts the worker processes, always from one thread of its own.
+
+    A child process takes the nice value of the thread that starts it, and an
+    unprivileged process cannot lower it again: a worker first needed by a matching thread
+    (nice 19, ``workspace._grep``) ran at nice 19 for good. This thread is started by the
+    thread that creates the pool (:func:`prepare`), at that thread's priority."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[Future[_Worker]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="contextfold-spawn", daemon=True)
+        self._thread.start()
+
+    def start(self) -> _Worker:
+        """A new worker, started by the spawning thread (``OSError`` if it cannot be)."""
+        request: Future[_Worker] = Future()
+        self._requests.put(request)
+        return request.result()
+
+    def _serve(self) -> None:
+        while True:
+            request = self._requests.get()
+            try:
+                request.set_result(_Worker())
+            except Exception as exc:  # given to the caller, who decides
+                request.set_exception(exc)
+
+
 class _Pool:
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -188,12 +218,13 @@ class _Pool:
         self.slots = threading.BoundedSemaphore(MAX_WORKERS)
         self.lock = threading.Lock()
         self.broken = False
+        self.spawner = _Spawner()
 
     def take(self) -> _Worker:
         with self.lock:
             if self.idle:
                 return self.idle.pop()
-        return _Worker()
+        return self.spawner.start()
 
     def give(self, worker: _Worker) -> None:
         with self.lock:
@@ -216,6 +247,13 @@ def _the_pool() -> _Pool:
         if _pool is None or _pool.pid != os.getpid():  # a forked child starts its own
             _pool = _Pool()
         return _pool
+
+
+def prepare() -> None:
+    """Create the pool from this thread, whose priority its workers will have (none is
+    started yet). Called before work goes to threads of lower priority that may start a
+    worker (``workspace._grep.off_loop``)."""
+    _the_pool()
 
 
 def run(target: Callable[..., Any], data: Data, *args: Any) -> Any:

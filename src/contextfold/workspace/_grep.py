@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import regex
 
+from .. import _process
 from ._types import GrepMatch
 
 __all__ = [
@@ -80,7 +81,9 @@ def _pool() -> ThreadPoolExecutor:
 
 async def off_loop(fn: Callable[..., _T], *args: Any) -> _T:
     """Run ``fn(*args)`` in the matching threads. Cancelling the caller does not stop the
-    thread: the work stops at its own deadline."""
+    thread: the work stops at its own deadline. Worker processes that ``fn`` may need are
+    started at this thread's priority, not the matching threads' (``_process.prepare``)."""
+    _process.prepare()
     return await asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(fn, *args))
 
 
