@@ -2,7 +2,8 @@
 
 asyncpg encodes a statement's parameters on the event loop, in one call: a 100 MB body was
 copied into its buffer while the loop waited. A body over a megabyte is now sent in pieces
-(``_postgres_pieces``). This test checks what asyncpg is given (spied on), not timings.
+(``_postgres_pieces``), and so are a large document's text and terms for the search
+index. This test checks what asyncpg is given (spied on), not timings.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ BIG = "zqxfirst line\n" + "2026-12-04T05:00:00Z INFO worker-7 served, status 200
 
 @pytest.fixture
 def params(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The sizes of the ``bytes`` parameters of every statement asyncpg is given."""
+    """The sizes of the ``bytes`` and text parameters of every statement asyncpg is given
+    (a text's in characters)."""
     sizes: list[int] = []
     for name in ("execute", "fetchval", "fetch", "fetchrow", "executemany"):
         real = getattr(asyncpg.Connection, name)
@@ -30,7 +32,7 @@ def params(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         def spy(self: Any, query: str, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
             rows = args[0] if _real.__name__ == "executemany" and args else [args]
             for row in rows:
-                sizes.extend(len(a) for a in row if isinstance(a, (bytes, memoryview)))
+                sizes.extend(len(a) for a in row if isinstance(a, (bytes, memoryview, str)))
             return _real(self, query, *args, **kwargs)
 
         monkeypatch.setattr(asyncpg.Connection, name, spy)

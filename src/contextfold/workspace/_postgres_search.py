@@ -17,6 +17,7 @@ from typing import Any
 from ._grep import Deadline
 from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath
+from ._postgres_pieces import PIECE, with_texts
 from ._postgres_tables import Tables, decode_id
 from ._search import Doc, RawHit, context_docs, tool_doc
 
@@ -104,20 +105,27 @@ class PostgresSearch:
             await self._add_docs(con, skey, name, [doc])
 
     async def _add_docs(self, con: Any, skey: str, name: str, docs: list[Doc]) -> None:
-        await con.executemany(
+        """Store ``docs``; a large one's text and terms go a megabyte per statement
+        (``with_texts``): asyncpg encodes parameters on the event loop."""
+        rows = [
+            (skey, name, d.line, None if d.text is None else d.text.replace("\x00", ""), d.terms)
+            for d in docs
+        ]
+        insert = (
             f"INSERT INTO {self._tables.p}search_docs (skey, name, line, text, terms) "
-            "VALUES ($1, $2, $3, $4, to_tsvector('simple', $5))",
-            [
-                (
-                    skey,
-                    name,
-                    d.line,
-                    None if d.text is None else d.text.replace("\x00", ""),
-                    d.terms,
-                )
-                for d in docs
-            ],
+            "VALUES ($1, $2, $3, {t0}, to_tsvector('simple', {t1}))"
         )
+        batch: list[tuple[str, str, int, str | None, str]] = []
+        for row in rows:  # in order: a large one between the batches of small ones
+            if _fits(row[3]) and _fits(row[4]):
+                batch.append(row)
+                continue
+            if batch:
+                await con.executemany(insert.format(t0="$4", t1="$5"), batch)
+                batch = []
+            await with_texts(con, insert, row[3:], *row[:3])
+        if batch:
+            await con.executemany(insert.format(t0="$4", t1="$5"), batch)
 
     async def catch_up(self) -> None:
         """Index what the tables hold and the index lacks (tables of an older version)."""
@@ -202,3 +210,8 @@ class PostgresSearch:
         freq = self._freqs[1]
         kept = [t for t in terms if freq.get(t, 0.0) < 0.4]
         return kept or sorted(terms, key=lambda t: freq.get(t, 0.0))[:1]
+
+
+def _fits(text: str | None) -> bool:
+    """Whether ``text`` goes as one parameter (see ``_postgres_pieces``)."""
+    return text is None or len(text) <= PIECE
