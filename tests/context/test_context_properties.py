@@ -139,11 +139,10 @@ async def run_conversation(
             reserve_ratio=reserve,
             tool_result_limit=600,
             max_image_num=2,
-            summary_attempts=2,
         ),
         counter=model.token_counter,
         context_size=model.context_size,
-        summarizer=ModelSummarizer(model),
+        summarizer=ModelSummarizer(model, attempts=2),
         session_id="p",
         offloader=offloader if use_offloader else None,
         on_event=events.append,
@@ -211,6 +210,22 @@ async def test_a_summary_beside_what_must_stay_fits_the_window() -> None:
         [
             *[("user", 5), ("user", 5), ("user", 122), ("user", 172), ("user", 834)],
             *[("tool_image", 14), ("tool_image", 106)],
+        ],
+        [],
+        use_offloader=False,
+        trigger=0.9,
+        reserve=0.3,
+    )
+
+
+async def test_a_summary_beside_a_long_request_in_progress_fits_the_window() -> None:
+    """Found by the property below (2026-12-07): the request in progress (892 words) and
+    a pending tool exchange with an image beside a 347-token summary came to 3,001
+    tokens of 3,000."""
+    await run_conversation(
+        [
+            *[("user", 380), ("user", 576), ("user", 600), ("user", 5), ("user", 188)],
+            *[("user", 892), ("tool_image", 120)],
         ],
         [],
         use_offloader=False,
