@@ -14,6 +14,8 @@ from contextfold.context import (
     CompressionEvent,
     ContextConfig,
     ContextEngine,
+    LayerConfig,
+    MaskingConfig,
     ModelSummarizer,
     SummaryLayer,
 )
@@ -73,8 +75,17 @@ async def run(
     engine = ContextEngine(
         counter=model.token_counter,
         context_size=CONTEXT_SIZE,
-        summarizer=ModelSummarizer(model),
-        config=ContextConfig(tool_result_limit=1200, **config),  # type: ignore[arg-type]
+        summarizer=ModelSummarizer(model, request=config["summary_request"]),  # type: ignore[arg-type]
+        config=ContextConfig(
+            tool_result_limit=1200,
+            min_compaction_saving=config["min_compaction_saving"],  # type: ignore[arg-type]
+            layer=LayerConfig(update=config["summary_update"]),  # type: ignore[arg-type]
+            masking=(
+                MaskingConfig(tool_policies=config["tool_policies"])  # type: ignore[arg-type]
+                if config["observation_masking"]
+                else None
+            ),
+        ),
         offloader=RecordingOffloader(),
         on_event=events.append,
     )
