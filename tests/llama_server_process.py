@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .child_process import dies_with_this_process
+
 LLAMA_CONTEXT = 4096
 
 
@@ -54,7 +56,10 @@ def llama_server_process(
     url = f"http://127.0.0.1:{port}/v1"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_PROXY": "*"}
+            dies_with_this_process(command),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "NO_PROXY": "*"},
         )
     try:
         deadline = time.monotonic() + startup_timeout

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .child_process import dies_with_this_process
+
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "contextfold-test",
     "AWS_SECRET_ACCESS_KEY": "contextfold-test-secret",
@@ -64,7 +66,11 @@ def s3_server(*, ignore_conditions: bool = False) -> Iterator[str]:
         args.append("--ignore-conditions")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen(
-        args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        dies_with_this_process(args),
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert proc.stdout is not None
