@@ -45,6 +45,8 @@ import anyio
 import httpcore
 import httpx
 
+from ._net import LoopBackend
+
 __all__ = ["StackPool", "StackTransport"]
 
 
@@ -220,7 +222,7 @@ class StackPool:
         self._max_connections = max_connections
         self._max_idle = max_idle
         self._socket_options = socket_options
-        self._backend = httpcore.AnyIOBackend()
+        self._backend = LoopBackend()
         self._idle: dict[_Key, list[_Connection]] = {}
         self._closed = False
         self._changed: anyio.Event | None = None
