@@ -5,15 +5,17 @@ client), started and stopped by :func:`serving`.
     python -m benchmarks._gateway_servers upstream PORT [--delay-ms D]
     python -m benchmarks._gateway_servers relay PORT UPSTREAM
     python -m benchmarks._gateway_servers gateway PORT UPSTREAM [--pass] [--window N]
-    (relay and gateway take --profile FILE: cProfile the process until it is stopped)
+    (relay and gateway take --profile FILE: cProfile the process until it is stopped, and
+    --plain-stack: uvicorn on asyncio and h11 even where uvloop and httptools are installed)
 
 The upstream is a plain asyncio HTTP/1.1 server (keep-alive, no framework), so it costs
 little next to what is measured: it answers ``/v1/messages`` with a short message, or,
 when the body asks for ``"stream": true``, with the first SSE event at once and the rest
 ``--delay-ms`` later. The relay is the trivial proxy a gateway is compared with: the
 same server stack as the gateway (uvicorn, Starlette, httpx), reading the body and
-sending its bytes on, streaming the answer back. The gateway runs as ``contextfold
-serve`` runs it (:func:`contextfold.gateway.serve`).
+sending its bytes on, streaming the answer back, on the same uvicorn stack as the
+gateway (uvloop and httptools when installed, as uvicorn picks them). The gateway runs as
+``contextfold serve`` runs it (:func:`contextfold.gateway.serve`).
 
 The peer is LiteLLM's proxy (:func:`litellm_serving`), from its own virtual environment
 (``pip install 'litellm[proxy]'``; the library never depends on it), configured as its
@@ -179,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pass", dest="passing", action="store_true")
     parser.add_argument("--window", type=int, default=None)
     parser.add_argument("--profile", default=None, help="cProfile the proxy into this file")
+    parser.add_argument(
+        "--plain-stack", action="store_true", help="uvicorn on asyncio and h11, not uvloop"
+    )
     args = parser.parse_args(argv)
     if args.kind == "upstream":
         asyncio.run(_upstream(args.port, args.delay_ms / 1000))
@@ -191,19 +196,34 @@ def main(argv: Sequence[str] | None = None) -> None:
         from contextfold.gateway import create_app, serve
 
         options = _gateway_options(args.upstream, args.passing, args.window)
-        if args.profile is None:  # as `contextfold serve` runs it
+        if args.profile is None and not args.plain_stack:  # as `contextfold serve` runs it
             serve(options.pop("config"), port=args.port, **options)
             return
         app = create_app(options.pop("config"), **options)
+    stack: dict[str, Any] = {"loop": "asyncio", "http": "h11"} if args.plain_stack else {}
     if args.profile is None:
-        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        if args.kind == "gateway":
+            import gc
+
+            gc.collect()
+            gc.freeze()  # as `serve` does
+        uvicorn.run(
+            app,
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+            **stack,
+        )
         return
     import contextlib
     import cProfile
     import signal
 
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, **stack
+        )
     )
     # uvicorn re-raises SIGTERM after its shutdown, which would end the process before the
     # profile is written: this process stops the server itself instead.

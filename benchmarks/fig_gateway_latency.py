@@ -29,6 +29,10 @@ alone as before (Claude Code's no-op; ``clear_tool_uses`` at its default trigger
 and with the previous turn counted).
 
     python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream] [--litellm PATH]
+        [--plain-stack]
+
+The relay and the gateway run on the same uvicorn stack: uvloop and httptools where
+installed (the ``gateway`` extra installs them), or asyncio and h11 (``--plain-stack``).
 
 Needs the ``gateway`` extra.
 """
@@ -197,6 +201,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--stream", action="store_true", help="time to first byte, streamed")
     parser.add_argument("--litellm", default=None, help="LiteLLM's `litellm` command: the peer")
+    parser.add_argument(
+        "--plain-stack",
+        action="store_true",
+        help="the relay and the gateway on asyncio and h11 even if uvloop and httptools are here",
+    )
     args = parser.parse_args()
     from contextlib import ExitStack
 
@@ -229,8 +238,10 @@ def main() -> None:
         upstream, _ = stack.enter_context(serving("upstream"))
         urls: dict[str, str] = {}
         pids: dict[str, int] = {}
+        stack_option = ("--plain-stack",) if args.plain_stack else ()
         for name, (kind, *options) in servers.items():
-            urls[name], pids[name] = stack.enter_context(serving(kind, upstream, *options))
+            running = serving(kind, upstream, *options, *stack_option)
+            urls[name], pids[name] = stack.enter_context(running)
         if args.litellm is not None:
             for name, mode in peers.items():
                 running = litellm_serving(args.litellm, upstream, mode)
@@ -266,7 +277,12 @@ def main() -> None:
         cpu = {name: (cpu_seconds(pid) - cpu[name]) / args.rounds for name, pid in pids.items()}
     ms = 1000
     what = "time to first byte" if args.stream else "added latency"
+    from importlib.util import find_spec
+
+    fast = find_spec("uvloop") is not None and find_spec("httptools") is not None
+    server_stack = "uvloop + httptools" if fast and not args.plain_stack else "asyncio + h11"
     print(f"request: {len(noop[-1]):,} bytes, {tokens:,} tokens ({counter.name})")
+    print(f"relay and gateway on uvicorn with {server_stack}")
     target = "<= 2 ms over direct" if args.stream else "p50 <= 1 ms, p99 <= 5 ms"
     print(f"rounds: {args.rounds}; target (issue 29): {what} {target}")
     for name, values in added.items():

@@ -378,3 +378,18 @@ def test_the_counter_is_loaded_before_the_first_request() -> None:
     with serving(app) as url:
         assert httpx.get(f"{url}/health").status_code == 200
         assert len(calls) == 1  # counted once at start-up, before any request
+
+
+def test_a_cookie_the_upstream_set_for_one_client_is_not_sent_with_another_clients_request(
+    gateway: str, upstream: ScriptedUpstream
+) -> None:
+    """The gateway keeps no cookie jar: an upstream's ``Set-Cookie`` goes back to the
+    client that got it, and is not replayed on the next request, whoever sends it."""
+    upstream.then_json(message(), headers={"set-cookie": "session=alice-7f3a; Path=/"})
+    upstream.then_json(message())
+    body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    first = httpx.post(f"{gateway}/v1/messages", json=body, headers={"x-api-key": "a"})
+    assert first.headers["set-cookie"].startswith("session=alice-7f3a")
+    second = httpx.post(f"{gateway}/v1/messages", json=body, headers={"x-api-key": "b"})
+    assert second.status_code == 200
+    assert "cookie" not in upstream.received[1].headers

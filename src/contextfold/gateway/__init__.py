@@ -4,6 +4,7 @@
 metrics. With no upstream it serves the embedded model (:func:`serving_upstream`).
 
 Needs the ``gateway`` extra (``pip install 'contextfold[gateway]'``): Starlette, uvicorn
+(on uvloop and httptools, which the extra brings and :func:`serve` uses when present)
 and httpx.
 """
 

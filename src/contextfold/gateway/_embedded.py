@@ -38,6 +38,7 @@ from ..message import (
 )
 from ..model import ChatModelBase, ChatResponse, ResponseCompleted, TextDelta
 from ._errors import Dialect, error_response
+from ._serve import server_stack
 
 __all__ = ["embedded_upstream", "serving_upstream"]
 
@@ -361,7 +362,12 @@ def serving_upstream(model: ChatModelBase, *, host: str = "127.0.0.1") -> Iterat
     """:func:`embedded_upstream` served on a free loopback port in a thread; yields its
     base URL and stops it on exit."""
     config = uvicorn.Config(
-        embedded_upstream(model), host=host, port=0, log_level="warning", access_log=False
+        embedded_upstream(model),
+        host=host,
+        port=0,
+        log_level="warning",
+        access_log=False,
+        **server_stack(),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="contextfold-embedded", daemon=True)

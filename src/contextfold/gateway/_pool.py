@@ -45,6 +45,8 @@ import anyio
 import httpcore
 import httpx
 
+from ._net import LoopBackend
+
 __all__ = ["StackPool", "StackTransport"]
 
 
@@ -99,6 +101,9 @@ class _Wire(httpcore.AsyncNetworkStream):
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self.stream = stream
         self.received = 0
+        self.hold = True
+        """Keep the next write (a request's head) to send with the one after it."""
+        self._held = b""
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
         data = await self.stream.read(max_bytes, timeout)
@@ -106,6 +111,15 @@ class _Wire(httpcore.AsyncNetworkStream):
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """httpcore writes a request as its head, its body, then its end (empty with a
+        ``content-length``): the head waits here for the body, so the upstream gets the
+        request in one write (one wake-up of its reader, not two)."""
+        if self.hold:
+            self.hold = False
+            self._held = buffer
+            return
+        if self._held:
+            buffer, self._held = self._held + buffer, b""
         await self.stream.write(buffer, timeout)
 
     async def aclose(self) -> None:
@@ -173,6 +187,13 @@ class _Connection:
         wire = self.dialer.wire
         return 0 if wire is None else wire.received
 
+    def next_request(self) -> None:
+        """A request is about to be written: its head is held for its body (a new
+        connection's socket, not dialled yet, starts so)."""
+        wire = self.dialer.wire
+        if wire is not None:
+            wire.hold = True
+
 
 def _replayable(request: httpcore.Request) -> bool:
     """Whether ``request``'s body can be sent a second time: httpx's ``ByteStream`` (bytes
@@ -201,7 +222,7 @@ class StackPool:
         self._max_connections = max_connections
         self._max_idle = max_idle
         self._socket_options = socket_options
-        self._backend = httpcore.AnyIOBackend()
+        self._backend = LoopBackend()
         self._idle: dict[_Key, list[_Connection]] = {}
         self._closed = False
         self._changed: anyio.Event | None = None
@@ -295,6 +316,7 @@ class StackPool:
         origin = request.url.origin
         patience = request.extensions.get("timeout", {}).get("pool")
         connection = await self._take(origin, patience)
+        connection.next_request()
         before = connection.received()
         try:
             response = await connection.http.handle_async_request(request)
