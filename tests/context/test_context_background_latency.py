@@ -142,3 +142,33 @@ def test_the_estimate_is_the_slowest_recent_summary_scaled_to_a_larger_input() -
     for _ in range(5):
         latencies.note(4.0, 2000)
     assert latencies.estimate(2000) == 4.0
+
+
+async def test_a_job_that_times_itself_or_is_timed_counts_its_work_not_its_wait() -> None:
+    # A job started with ``tokens`` (the gateway's) is timed by the Prefetch, less its wait
+    # for the step's answer: 3 s waiting for the reply, 5 s writing the summary.
+    from contextfold.context import Prefetch
+
+    clock = SimulatedClock()
+    clock.main = asyncio.current_task()
+    events: list[ContextEvent] = []
+
+    async def emit(event: ContextEvent) -> None:
+        events.append(event)
+
+    prefetch: Prefetch[str] = Prefetch(emit, clock)
+
+    async def job() -> str:
+        await prefetch.answer()
+        await clock.sleep(5.0)
+        return "prepared"
+
+    await prefetch.start("k", job, after_answer=True, tokens=3000)
+    await clock.advance(3.0)
+    prefetch.answered()
+    await clock.advance(10.0)
+    assert await prefetch.take(lambda p: True) == ("prepared", 0.0)
+    assert prefetch.latency == 8.0  # start to ready, as the event reports
+    assert prefetch.latencies.last == 5.0
+    config = ContextConfig(background=BackgroundConfig())
+    assert prefetch.expected_latency(6000, config) == 10.0  # twice the input
