@@ -297,7 +297,8 @@ def test_the_next_summary_starts_early_enough_for_its_latency() -> None:
 
     def run(latency: float | None, usage: list[int]) -> list[bool]:
         prefetch = _prefetch.Prefetch(emit, clock)
-        prefetch.latency = latency
+        if latency is not None:
+            prefetch.note_latency(latency)
         found = []
         for second, tokens in enumerate(usage):
             clock.time = float(second)

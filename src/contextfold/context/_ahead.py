@@ -166,11 +166,13 @@ class Ahead:
             and trigger == "auto"
             and engine.background.has_time(prefix.usage.total, engine.config, engine.context_size)
         )
-        await engine.background.start(key, job, cause=cause, after_answer=after)
+        # tokens=None: the job times its own summary (``_run_tiers``), not a masking.
+        await engine.background.start(key, job, cause=cause, after_answer=after, tokens=None)
 
     async def _job(self, plan: CompactionPlan) -> Prepared | None:
         """The background job: ``plan`` executed, not committed; a failed summary fails
-        it (whether to drop messages instead is decided at the trigger)."""
+        it (whether to drop messages instead is decided at the trigger). Its summary's
+        time, from after the wait for the step's answer, is noted as a latency."""
         engine = self._engine
         await engine.background.answer()
         outcome = await engine._run_tiers(plan)

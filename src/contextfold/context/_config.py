@@ -175,8 +175,9 @@ class BackgroundConfig(BaseModel):
     the context grows at is not known yet (fewer than two steps added to it). Otherwise
     it starts as late as it can and still be ready in time: once, at that rate, the point
     where the agent would wait for it (``wait_ratio``) comes within 1.25 times its
-    latency (the last one measured, ``assumed_latency_s`` until one is). The later the
-    snapshot, the more a summary folds."""
+    latency: the slowest of the last five summaries timed (blocking ones too), scaled up
+    to a larger input, ``assumed_latency_s`` until one is. The later the snapshot, the
+    more a summary folds."""
 
     assumed_latency_s: float = Field(default=10.0, gt=0)
     """The summary's latency assumed until one has been measured (the first summary of a

@@ -428,7 +428,8 @@ class ContextEngine:
         )
 
     async def _run_tiers(self, plan: CompactionPlan) -> Outcome | None:
-        """``plan`` executed by the first tier that applies."""
+        """``plan`` executed by the first tier that applies; a summary's time (blocking ones
+        too: they tell the next prepared one's latency) noted for the background's schedule."""
         execution = Execution(
             counter=self.counter,
             context_size=self.context_size,
@@ -438,9 +439,13 @@ class ContextEngine:
             live=lambda: self._context,
             readback=self.readback,
         )
+        began = self.background.clock.now()
         for tier in self.tiers:
             outcome = await tier.run(plan, execution)
             if outcome is not None:
+                if outcome.method == "summary":
+                    seconds = self.background.clock.now() - began
+                    self.background.note_latency(seconds, plan.usage.total)
                 return outcome
         return None
 

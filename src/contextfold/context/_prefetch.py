@@ -23,6 +23,7 @@ from ..message import Msg
 from ._clock import Clock, SystemClock
 from ._compaction import Outcome
 from ._config import ContextConfig
+from ._latency import SummaryLatencies
 from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
@@ -33,7 +34,8 @@ P = TypeVar("P")
 (the gateway's transparent mode prepares a conversation's next state)."""
 
 _MARGIN = 1.25
-"""How many of the last summary's latencies ahead of the deadline the next one starts."""
+"""How many of the next summary's expected latencies (:meth:`Prefetch.expected_latency`)
+ahead of the deadline it starts: room for the growth rate to rise meanwhile."""
 _STEPS_SEEN = 5
 """Steps whose growth :attr:`Prefetch.step` is the largest of."""
 
@@ -82,8 +84,13 @@ class Prefetch(Generic[P]):
         self._answer: asyncio.Event | None = None  # set once the step's request is answered
         self.answer_wait = 0.0
         """Seconds the last job that waited for its step's answer waited."""
+        self._answered_after = 0.0  # the job in flight's own wait for its step's answer
+        self._tokens: int | None = None  # usage the job in flight started from, if it is timed
         self.latency: float | None = None
         """Seconds the last prepared compaction took, from start to ready."""
+        self.latencies = SummaryLatencies()
+        """The summaries timed in this conversation (background and blocking), which
+        :meth:`expected_latency` reads."""
         self.applied = 0
         """Prepared compactions swapped in at the trigger."""
         self.discarded = 0
@@ -138,17 +145,16 @@ class Prefetch(Generic[P]):
         answered; called at the same moment, it would write that prefix a second time."""
         if self._answer is not None:
             await self._answer.wait()
-            self.answer_wait = self._age()
+            self.answer_wait = self._answered_after = self._age()
 
     def has_time(self, tokens: int, config: ContextConfig, size: int) -> bool:
         """Whether a job started at ``tokens`` may wait for its step's answer before it asks
         for its summary: at the rate usage grows, the :meth:`deadline` is still further
-        away than ``_MARGIN`` times the summary's latency plus the last such wait (not
-        when a summary is started late, right after the last was swapped in)."""
-        rate, background = self.rate, config.background
-        if rate is None or rate <= 0 or background is None:
+        away than ``_MARGIN`` times the summary's expected latency plus the last such wait
+        (not when a summary is started late, right after the last was swapped in)."""
+        rate, latency = self.rate, self.expected_latency(tokens, config)
+        if rate is None or rate <= 0 or latency is None:
             return True
-        latency = background.assumed_latency_s if self.latency is None else self.latency
         left = (self.deadline(config, size) - tokens) / rate
         return left >= _MARGIN * latency + self.answer_wait
 
@@ -180,9 +186,17 @@ class Prefetch(Generic[P]):
         """Whether a compaction should be prepared at ``tokens`` of usage (see
         :meth:`observe`): as late as it can be and still be ready (the later the snapshot,
         the more it folds), once, at the rate usage grows, the :meth:`deadline` would come
-        within ``_MARGIN`` times the summary's latency (the last one measured, else
-        ``assumed_latency_s``); never below halfway between reserve and start mark. Until
-        a rate is known (:attr:`rate`): past the start mark."""
+        within ``_MARGIN`` times the summary's :meth:`expected_latency` plus one typical
+        step; never below halfway between reserve and start mark. Until a rate is known
+        (:attr:`rate`): past the start mark.
+
+        Why this lead: the agent waits once usage reaches the deadline, and while the
+        summary is written usage grows by the rate times its latency; a start later than
+        that lead is waited for, one earlier folds less (everything after the snapshot is
+        kept at the swap). The latency is the slowest recent one scaled to this input (a
+        summary slower than the last was the embedded model's common case, and timed on
+        the last one it was waited for); ``_MARGIN`` leaves room for the rate to rise
+        while it runs; the step, because this is checked once a step."""
         background = config.background
         if background is None:
             return False
@@ -191,10 +205,25 @@ class Prefetch(Generic[P]):
             return tokens > int(background.start_ratio * size)
         if tokens <= int((background.start_ratio + config.reserve_ratio) / 2 * size):
             return False
-        latency = background.assumed_latency_s if self.latency is None else self.latency
-        # One step's growth more: checked once a step, it must not start a step too late.
+        latency = self.expected_latency(tokens, config)
+        assert latency is not None  # config.background is set
         lead = _MARGIN * rate * latency + self.typical_step
         return self.deadline(config, size) - tokens < lead
+
+    def expected_latency(self, tokens: int, config: ContextConfig) -> float | None:
+        """Seconds a summary started at ``tokens`` of usage is expected to take: the
+        conservative estimate of :attr:`latencies` (every summary timed in this
+        conversation, blocking ones too), ``assumed_latency_s`` until one was timed;
+        ``None`` without ``config.background``."""
+        if config.background is None:
+            return None
+        estimate = self.latencies.estimate(tokens)
+        return config.background.assumed_latency_s if estimate is None else estimate
+
+    def note_latency(self, seconds: float, tokens: int = 0) -> None:
+        """A summary took ``seconds`` from ``tokens`` of usage (one written at the trigger,
+        or a background job that times itself: see :meth:`start`)."""
+        self.latencies.note(seconds, tokens)
 
     def defers(self, tokens: int, limit: int) -> bool:
         """Whether the agent, past the trigger, goes on without waiting: one is in flight
@@ -231,12 +260,19 @@ class Prefetch(Generic[P]):
         *,
         cause: Literal["usage", "idle"] = "usage",
         after_answer: bool = False,
+        tokens: int | None = None,
     ) -> None:
         """Run ``job`` in the background, unless :meth:`vacant` says no; with
-        ``after_answer``, :meth:`answer` waits for the step's request to be answered."""
+        ``after_answer``, :meth:`answer` waits for the step's request to be answered.
+        ``tokens``: the usage it starts from; given, the job's time once ready (less its
+        wait for the answer) is noted as a summary's latency (:meth:`note_latency`);
+        ``None``: the job notes its own (the engine's: only a summary's time counts, not
+        a masking's)."""
         if not await self.vacant(key):
             return
         self._answer = asyncio.Event() if after_answer else None
+        self._answered_after = 0.0
+        self._tokens = tokens
         self._tried = key
         self._cause = cause
         self._started = self.clock.now()
@@ -257,6 +293,8 @@ class Prefetch(Generic[P]):
             return None
         self._tried = None  # a later state may be prepared again once this is taken
         self.latency = self._age()
+        if self._tokens is not None:
+            self.note_latency(self.latency - self._answered_after, self._tokens)
         await self._emit(
             BackgroundCompactionEvent(phase="ready", duration_s=self.latency, cause=self._cause)
         )

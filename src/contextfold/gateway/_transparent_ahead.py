@@ -490,4 +490,4 @@ class Ahead:
                 self._snapshots[key] = cut
             return cut
 
-        await run.start((base, len(client), digest), job)
+        await run.start((base, len(client), digest), job, tokens=tokens)
