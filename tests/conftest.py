@@ -19,6 +19,11 @@ from .s3_server import CREDENTIALS, create_bucket, s3_server
 pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
 
 _SUMMARY_KEY = "contextfold_reliability_summary"
+MODEL_FIXTURES = frozenset(
+    {"llama_server", "local_model", "counting_model", "llama_server_format", "demo_run"}
+)
+"""Fixtures that run the embedded model (the llama.cpp server, the model in process, the
+demo's run on it): a test on one of them is ``serial``."""
 
 
 @pytest.fixture(scope="session")
@@ -99,6 +104,16 @@ def s3_bucket(s3_endpoint: str) -> str:
 def s3_prefix() -> str:
     """A fresh key prefix: each test gets its own empty part of the bucket."""
     return f"t{uuid.uuid4().hex[:10]}/"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the embedded model is ``serial``: llama.cpp runs on both cores, and beside
+    another test its threads wait on each other at every barrier (the demo, 68 s alone,
+    went past its 300 s timeout next to a second xdist worker)."""
+    for item in items:
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.serial)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
