@@ -8,6 +8,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,13 @@ from .pg_server import NoPostgresError, throwaway_postgres
 from .s3_server import CREDENTIALS, create_bucket, s3_server
 
 pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
+
+_SUMMARY_KEY = "contextfold_reliability_summary"
+MODEL_FIXTURES = frozenset(
+    {"llama_server", "local_model", "counting_model", "llama_server_format", "demo_run"}
+)
+"""Fixtures that run the embedded model (the llama.cpp server, the model in process, the
+demo's run on it): a test on one of them is ``serial``."""
 
 
 @pytest.fixture(scope="session")
@@ -98,8 +106,37 @@ def s3_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}/"
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the embedded model is ``serial``: llama.cpp runs on both cores, and beside
+    another test its threads wait on each other at every barrier (the demo, 68 s alone,
+    went past its 300 s timeout next to a second xdist worker)."""
+    for item in items:
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.serial)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, hand the reliability counts to the controller, which
+    prints the summary (the worker's own list dies with it)."""
+    from .reliability.rel_support import SUMMARY
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_SUMMARY_KEY] = list(SUMMARY)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On pytest-xdist's controller: collect a finished worker's reliability counts."""
+    from .reliability.rel_support import SUMMARY
+
+    SUMMARY.extend(getattr(node, "workeroutput", {}).get(_SUMMARY_KEY, []))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The counts the reliability tests report (rounds run, messages checked)."""
+    """The counts the reliability tests report (rounds run, messages checked), with
+    ``-n`` gathered from every worker."""
     from .reliability.rel_support import SUMMARY
 
     if SUMMARY:

@@ -44,6 +44,9 @@ def llama_server_process(
 ) -> Iterator[str]:
     """Start ``python -m llama_cpp.server``; yield its base URL; stop it on exit."""
     port = free_port()
+    # No --cache: llama-cpp-python's LlamaRAMCache (restore a saved prompt state) cut the
+    # prompt tokens the LangChain loop test evaluates only from 7,545 to 6,803; one of its
+    # four cold prompts found a saved prefix, and each completion copies ~45 MB of state.
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(gguf),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from contextfold.agent import Agent
 from contextfold.context import (
     BackgroundCompactionEvent,
@@ -170,6 +172,7 @@ async def test_an_idle_agent_far_from_the_trigger_does_nothing() -> None:
     assert agent.summary is None
 
 
+@pytest.mark.serial  # a wait < 0.5 s, measured alone
 async def test_a_turn_that_starts_mid_summary_takes_it_at_the_trigger() -> None:
     agent, model, script, events = build(lifetime=0.5, summary_delay=0.5)
     await turns_until_due(agent)

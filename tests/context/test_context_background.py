@@ -96,6 +96,7 @@ async def until_over_start(engine: ContextEngine, i: int = 0) -> int:
     return i
 
 
+@pytest.mark.serial  # a wait < 0.5 s, measured alone
 async def test_the_agent_goes_on_while_the_summary_is_written_and_it_is_swapped_in() -> None:
     held, events = HeldSummarizer(), []
     engine = engine_with(held, events)

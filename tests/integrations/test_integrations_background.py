@@ -41,6 +41,7 @@ class SlowSummarizer:
         return await ExtractiveSummarizer().summarize(request)
 
 
+@pytest.mark.serial  # a wait < 0.3 s, measured alone
 async def test_a_langchain_conversation_does_not_wait_for_its_summary() -> None:
     events: list[ContextEvent] = []
     summarizer = SlowSummarizer(0.3)

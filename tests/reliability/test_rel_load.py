@@ -253,6 +253,7 @@ def new_ws(request: pytest.FixtureRequest, tmp_path: Path) -> object:
     return new
 
 
+@pytest.mark.serial  # a p99 latency against a baseline, measured alone
 async def test_hostile_readback_calls_do_not_stall_the_other_sessions(new_ws: object) -> None:
     results = {}
     for hostile in (False, True):

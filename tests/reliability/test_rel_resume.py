@@ -47,6 +47,8 @@ from ..workspace import _ws_proc
 from . import rel_resume_child as child
 from .rel_support import record, rng, scaled, summarize
 
+pytestmark = pytest.mark.serial  # kill points and lease expiry in ms, measured alone
+
 ROUNDS = 20
 LANES = 4
 POINTS = ("tool", "compression", "between")

@@ -211,6 +211,7 @@ def _child(kind: str, path: Path, ttl: float) -> tuple[subprocess.Popen[str], in
     return proc, int(line)
 
 
+@pytest.mark.serial  # a wait < 0.5 s, measured alone
 async def test_a_holder_in_another_process_refuses_then_its_sigkill_frees_the_lease(
     kind: str, tmp_path: Path
 ) -> None:

@@ -16,6 +16,8 @@ from contextfold.message import Msg, ToolResultBlock
 from contextfold.tool import readback_tools
 from contextfold.workspace import MemoryWorkspace, glob_to_regex
 
+pytestmark = pytest.mark.serial  # loop stalls < 0.5 s, measured alone (.ci/test)
+
 # Exponential in plain ``re``: ~0.5 s on a 40-character name with 24 'a's, minutes with 30
 # (the ``regex`` engine, which globs compile to now, answers it at once).
 EXPONENTIAL_GLOB = "**a" * 20 + "**Z"
