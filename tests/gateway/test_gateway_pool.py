@@ -357,6 +357,54 @@ def test_a_proxy_in_the_environment_is_still_used(monkeypatch: pytest.MonkeyPatc
     assert isinstance(direct.state.gateway.upstream.pool, StackPool)
 
 
+class CookieSettingProxy(RecordingProxy):
+    """A :class:`RecordingProxy` whose answers set a cookie, and which records the
+    ``cookie`` header of every request (``None`` when there is none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cookies: list[str | None] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = dict(scope["headers"])
+        self.cookies.append(headers[b"cookie"].decode() if b"cookie" in headers else None)
+        body = json.dumps(message("via the proxy")).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"set-cookie", b"session=alice-7f3a; Path=/"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def test_through_a_proxy_no_cookie_of_one_client_goes_with_anothers_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a proxy in the environment the gateway sends through httpx's client, whose
+    cookie jar would replay an upstream's ``Set-Cookie`` to one client on every later
+    request, whoever sent it."""
+    proxy = CookieSettingProxy()
+    with serving(proxy) as proxy_url:
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        app = create_app(GatewayConfig(upstream="http://upstream.invalid"))
+        assert app.state.gateway.upstream.pool is None  # httpx's client and transports
+        with serving(app) as url:
+            with httpx.Client(base_url=url, trust_env=False) as alice:
+                first = post_message(alice)
+            with httpx.Client(base_url=url, trust_env=False) as bob:  # another client
+                second = post_message(bob)
+    assert first.status_code == second.status_code == 200
+    assert first.headers["set-cookie"].startswith("session=alice-7f3a")
+    assert proxy.cookies == [None, None]
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 

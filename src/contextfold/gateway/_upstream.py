@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from urllib.request import getproxies
 
 import httpx
@@ -77,6 +78,12 @@ def _environment_proxy() -> bool:
     return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
 
 
+_NO_COOKIES = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+"""A jar that stores nothing: the client is shared by every client of the gateway, so an
+upstream's ``Set-Cookie`` to one would go upstream with every later request (a client's
+own ``Cookie`` header is forwarded as it is)."""
+
+
 class Upstream:
     """Sends requests to the configured upstream and times them."""
 
@@ -93,6 +100,7 @@ class Upstream:
             timeout=self._timeout,
             follow_redirects=False,
             transport=self._transport,
+            cookies=_NO_COOKIES,
         )
 
     async def _send(
@@ -100,8 +108,7 @@ class Upstream:
     ) -> httpx.Response:
         """The request sent, its response's body unread. On the gateway's own transport it
         goes to the transport directly: httpx's client would add only what the gateway
-        turns off or does not use (redirects, auth, event hooks; and a cookie jar, which
-        would have sent one client's upstream cookies with another's requests), and that
+        turns off or does not use (redirects, auth, event hooks, its cookie jar), and that
         was about 0.13 ms of CPU a request. Through a proxy, httpx's client and its
         transports, as configured by the environment."""
         if self._transport is None:
