@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contextfold.gateway._net import _interleaved
+from contextfold.gateway._net import LoopBackend, _interleaved
 from contextfold.gateway._pool import StackTransport
 
 
@@ -131,6 +131,31 @@ async def test_a_slow_answer_is_a_read_timeout_and_a_closed_port_a_connect_error
     async with httpx.AsyncClient(transport=StackTransport()) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_an_unread_answer_is_not_buffered_without_bound() -> None:
+    """While the gateway does not read (its client is slow), the socket stops reading
+    too, as anyio's streams did: an upstream streaming 32 MB is held back by TCP, not
+    buffered in the gateway's memory, and every byte still arrives in order."""
+    payload = bytes(range(256)) * (1 << 17)  # 32 MB
+
+    async def send_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(payload)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(send_all, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        stream = await LoopBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        await asyncio.sleep(0.5)  # the upstream writes as fast as it can; nobody reads
+        buffered = len(stream._socket.buffer)  # type: ignore[attr-defined]
+        assert buffered <= 4 << 20, f"{buffered:,} bytes buffered unread"
+        received = bytearray()
+        while chunk := await stream.read(1 << 16, timeout=5):
+            received += chunk
+        await stream.aclose()
+    assert received == payload
 
 
 def test_addresses_alternate_between_families_the_first_family_first() -> None:

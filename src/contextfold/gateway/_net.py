@@ -28,6 +28,9 @@ __all__ = ["LoopBackend", "LoopStream"]
 
 ATTEMPT_DELAY = 0.25
 """Seconds before the next address is tried while earlier attempts are still connecting."""
+READ_AHEAD = 1 << 20
+"""Bytes received and not yet read past which the socket stops reading (TCP then holds
+the upstream back): without it, an answer the client reads slowly was buffered whole."""
 
 
 class _Socket(asyncio.Protocol):
@@ -42,13 +45,24 @@ class _Socket(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.paused = False
         self.drained: asyncio.Future[None] | None = None
+        self.reading = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        if self.reading and len(self.buffer) > READ_AHEAD and self.transport is not None:
+            self.reading = False
+            self.transport.pause_reading()
         self._wake()
+
+    def taken(self) -> None:
+        """Bytes were read from :attr:`buffer`: reading resumes once it is low again."""
+        if not self.reading and len(self.buffer) <= READ_AHEAD // 2:
+            self.reading = True
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         self.ended = True
@@ -112,6 +126,7 @@ class LoopStream(httpcore.AsyncNetworkStream):
         else:
             data = bytes(state.buffer[:max_bytes])
             del state.buffer[:max_bytes]
+        state.taken()
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
