@@ -5,6 +5,7 @@ client), started and stopped by :func:`serving`.
     python -m benchmarks._gateway_servers upstream PORT [--delay-ms D]
     python -m benchmarks._gateway_servers relay PORT UPSTREAM
     python -m benchmarks._gateway_servers gateway PORT UPSTREAM [--pass] [--window N]
+    python -m benchmarks._gateway_servers floor|bare-raw|bare-client|bare-httpx PORT UPSTREAM
     (relay and gateway take --profile FILE: cProfile the process until it is stopped, and
     --plain-stack: uvicorn on asyncio and h11 even where uvloop and httptools are installed)
 
@@ -16,6 +17,14 @@ same server stack as the gateway (uvicorn, Starlette, httpx), reading the body a
 sending its bytes on, streaming the answer back, on the same uvicorn stack as the
 gateway (uvloop and httptools when installed, as uvicorn picks them). The gateway runs as
 ``contextfold serve`` runs it (:func:`contextfold.gateway.serve`).
+
+The floors (``fig_gateway_latency --floors``) split the hop's cost: ``floor``, a bare
+asyncio proxy on uvloop (a request read by its length, written upstream on one kept
+connection, the answer read by its length and written back: no HTTP library); then
+uvicorn on the gateway's stack with a bare ASGI app (no Starlette) whose upstream is the
+same raw writes (``bare-raw``), the gateway's upstream client (``bare-client``) or a
+plain ``httpx.AsyncClient`` (``bare-httpx``). They answer every request with a
+content-length; a streamed answer is beyond them.
 
 The peer is LiteLLM's proxy (:func:`litellm_serving`), from its own virtual environment
 (``pip install 'litellm[proxy]'``; the library never depends on it), configured as its
@@ -165,6 +174,116 @@ def _relay_app(upstream: str) -> Any:
     return Starlette(routes=[Route("/v1/{path:path}", relay, methods=["GET", "POST"])])
 
 
+async def _read_message(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """A head and a body framed by its ``content-length`` (the floors' only framing)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    return head, await reader.readexactly(length) if length else b""
+
+
+async def _floor_proxy(port: int, upstream_port: int) -> None:
+    """The least a Python hop can cost: bytes in, bytes on, no HTTP library."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        try:
+            while True:
+                head, body = await _read_message(reader)
+                up_writer.write(head + body)
+                answer_head, answer = await _read_message(up_reader)
+                writer.write(answer_head + answer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            up_writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+def _bare_app(upstream: str, client: str) -> Any:
+    """A bare ASGI app relaying ``/v1/...`` through ``client``: ``raw`` writes on one
+    kept connection, ``gateway`` the gateway's upstream client, ``httpx`` httpx's."""
+    import httpx
+
+    from contextfold.gateway import GatewayConfig
+    from contextfold.gateway._metrics import Metrics
+    from contextfold.gateway._upstream import Upstream
+
+    port = int(upstream.rsplit(":", 1)[1])
+    state: dict[str, Any] = {}
+
+    async def body_of(receive: Any) -> bytes:
+        parts = []
+        while True:
+            message = await receive()
+            parts.append(message.get("body", b""))
+            if not message.get("more_body"):
+                return b"".join(parts)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = await body_of(receive)
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
+        if client == "raw":
+            if "lock" not in state:
+                state["lock"] = asyncio.Lock()
+            async with state["lock"]:
+                if "conn" not in state:
+                    state["conn"] = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = state["conn"]
+                head = b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: %d\r\n" % (
+                    scope["path"].encode(),
+                    len(body),
+                )
+                lines = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
+                writer.write(head + lines + b"\r\n" + body)
+                _, answer = await _read_message(reader)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-length", b"%d" % len(answer))],
+                }
+            )
+            await send({"type": "http.response.body", "body": answer})
+            return
+        if client == "gateway":
+            if "upstream" not in state:
+                state["upstream"] = Upstream(GatewayConfig(upstream=upstream), Metrics())
+            named = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+            opened = await state["upstream"].open(
+                "POST", scope["path"], query="", headers=named, body=body
+            )
+        else:
+            if "httpx" not in state:
+                state["httpx"] = httpx.AsyncClient(base_url=upstream, timeout=60)
+            sent = state["httpx"].build_request(
+                "POST", scope["path"], content=body, headers=headers
+            )
+            opened = await state["httpx"].send(sent, stream=True)
+        length = opened.headers["content-length"].encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": opened.status_code,
+                "headers": [(b"content-length", length)],
+            }
+        )
+        async for part in opened.aiter_raw():
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        await opened.aclose()
+
+    return app
+
+
 def _gateway_options(upstream: str, passing: bool, window: int | None) -> dict[str, Any]:
     from contextfold.gateway import GatewayConfig, TransparentPolicy
 
@@ -174,7 +293,10 @@ def _gateway_options(upstream: str, passing: bool, window: int | None) -> dict[s
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=["upstream", "relay", "gateway"])
+    parser.add_argument(
+        "kind",
+        choices=["upstream", "relay", "gateway", "floor", "bare-raw", "bare-client", "bare-httpx"],
+    )
     parser.add_argument("port", type=int)
     parser.add_argument("upstream", nargs="?")
     parser.add_argument("--delay-ms", type=float, default=5.0)
@@ -188,8 +310,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.kind == "upstream":
         asyncio.run(_upstream(args.port, args.delay_ms / 1000))
         return
+    if args.kind == "floor":
+        import uvloop
+
+        uvloop.run(_floor_proxy(args.port, int(args.upstream.rsplit(":", 1)[1])))
+        return
     import uvicorn
 
+    if args.kind.startswith("bare-"):
+        uvicorn.run(
+            _bare_app(args.upstream, args.kind.split("-", 1)[1].replace("client", "gateway")),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+        )
+        return
     if args.kind == "relay":
         app = _relay_app(args.upstream)
     else:

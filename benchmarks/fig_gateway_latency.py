@@ -29,7 +29,12 @@ alone as before (Claude Code's no-op; ``clear_tool_uses`` at its default trigger
 and with the previous turn counted).
 
     python -m benchmarks.fig_gateway_latency [--rounds 300] [--stream] [--litellm PATH]
-        [--plain-stack]
+        [--plain-stack] [--floors]
+
+``--floors`` adds, in the same rounds, the floors of ``benchmarks._gateway_servers``
+(non-streamed only): a bare proxy with no HTTP library, then uvicorn with a bare ASGI app
+whose upstream is raw writes, the gateway's upstream client, or httpx's: where the hop's
+time goes.
 
 The relay and the gateway run on the same uvicorn stack: uvloop and httptools where
 installed (the ``gateway`` extra installs them), or asyncio and h11 (``--plain-stack``).
@@ -206,7 +211,12 @@ def main() -> None:
         action="store_true",
         help="the relay and the gateway on asyncio and h11 even if uvloop and httptools are here",
     )
+    parser.add_argument(
+        "--floors", action="store_true", help="the floors too: where the hop's time goes"
+    )
     args = parser.parse_args()
+    if args.floors and args.stream:
+        parser.error("--floors times whole answers, not a stream's first byte")
     from contextlib import ExitStack
 
     from ._gateway_servers import cpu_seconds, litellm_serving, serving
@@ -233,6 +243,14 @@ def main() -> None:
         "gateway, emulating": ("gateway",),
         "gateway, transparent": ("gateway", "--window", "200000"),
     }
+    if args.floors:
+        servers = {
+            "floor: bare uvloop proxy, no HTTP library": ("floor",),
+            "floor: uvicorn + bare ASGI, raw upstream writes": ("bare-raw",),
+            "floor: uvicorn + bare ASGI, the gateway's upstream client": ("bare-client",),
+            "floor: uvicorn + bare ASGI, httpx.AsyncClient": ("bare-httpx",),
+            **servers,
+        }
     peers = {"LiteLLM, pass-through": "passthrough", "LiteLLM, /v1/messages": "unified"}
     with ExitStack() as stack, httpx.Client(timeout=60) as client:
         upstream, _ = stack.enter_context(serving("upstream"))
@@ -264,16 +282,20 @@ def main() -> None:
             client.post(f"{url}/v1/messages", content=raw, headers=headers).raise_for_status()
             return time.perf_counter() - start
 
+        def body(name: str, r: int) -> bytes:
+            """The hops that pass the request on as it is get it without the no-op edit."""
+            as_is = name == "gateway, pass-through" or name.startswith("floor")
+            return plain[r] if as_is else noop[r]
+
         for r in range(3):  # warm every path (the transparent one's conversation starts)
             post(upstream, plain[r])
             for name, url in urls.items():
-                post(url, noop[r] if name != "gateway, pass-through" else plain[r])
+                post(url, body(name, r))
         cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
         for r in range(3, len(bodies)):
             direct = post(upstream, plain[r])
             for name, url in urls.items():
-                raw = noop[r] if name != "gateway, pass-through" else plain[r]
-                added[name].append(post(url, raw) - direct)
+                added[name].append(post(url, body(name, r)) - direct)
         cpu = {name: (cpu_seconds(pid) - cpu[name]) / args.rounds for name, pid in pids.items()}
     ms = 1000
     what = "time to first byte" if args.stream else "added latency"

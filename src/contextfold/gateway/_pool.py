@@ -45,6 +45,7 @@ import anyio
 import httpcore
 import httpx
 
+from ._h1 import H1Connection
 from ._net import LoopBackend
 
 __all__ = ["StackPool", "StackTransport"]
@@ -172,12 +173,12 @@ class _Dialer(httpcore.AsyncNetworkBackend):
 
 
 class _Connection:
-    """One upstream connection: httpcore's, the socket's read count, and whether it has
+    """One upstream connection: its HTTP/1.1 (``_h1``), the socket's read count, and whether it has
     answered a request before (taken from the idle stack)."""
 
     __slots__ = ("dialer", "http", "reused")
 
-    def __init__(self, http: httpcore.AsyncHTTPConnection, dialer: _Dialer) -> None:
+    def __init__(self, http: H1Connection, dialer: _Dialer) -> None:
         self.http = http
         self.dialer = dialer
         self.reused = False
@@ -264,7 +265,7 @@ class StackPool:
                 self.open += 1
                 self.opened += 1
                 dialer = _Dialer(self._backend)
-                http = httpcore.AsyncHTTPConnection(
+                http = H1Connection(
                     origin=origin,
                     ssl_context=self._ssl_context,
                     keepalive_expiry=self._keepalive_expiry,
