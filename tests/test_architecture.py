@@ -92,6 +92,9 @@ MEASURED_INTERNALS = {
     # result without the engine around it, whose token count of the whole result is
     # not what this benchmark measures: no public call runs that step alone.
     "benchmarks/hostile_large_items.py": {"context._offload"},
+    # Times the gateway's upstream client alone behind a bare ASGI app (the --floors
+    # split of the hop's cost): the client has no public entry point of its own.
+    "benchmarks/_gateway_servers.py": {"gateway._metrics", "gateway._upstream"},
     # Compares the matching threads' niceness as shipped with none: no public setting.
     "benchmarks/grep_niceness.py": {"workspace._grep"},
 }
