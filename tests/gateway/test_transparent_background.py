@@ -154,6 +154,7 @@ def check_rules(bodies: list[dict[str, Any]]) -> None:
         assert uses == results
 
 
+@pytest.mark.serial  # waits < 0.5 s, measured alone
 @pytest.mark.parametrize("background", [False, True], ids=["blocking", "background"])
 def test_the_request_that_passes_the_trigger_waits_for_the_summary_only_when_blocking(
     upstream: ScriptedUpstream, background: bool
@@ -287,6 +288,7 @@ def test_serve_background_gives_every_route_the_engines_background_policy(
     assert {p.background for p in seen["transparent"].values()} == {None}
 
 
+@pytest.mark.serial  # a swap's extra time < 0.25 s, measured alone (failed beside a loaded worker)
 def test_chat_completions_through_the_openai_sdk_swap_without_waiting(
     upstream: ScriptedUpstream,
 ) -> None:

@@ -345,7 +345,7 @@ async def messages(request: Request) -> Response:
         return stream_back(request, opened, "anthropic")
     compaction = (done.block, done.iteration) if done is not None else None
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
-        chunks = upstream_chunks(opened, stream_error("anthropic"))
+        chunks = upstream_chunks(opened, stream_error("anthropic"), usage=gateway.metrics)
         return RelayResponse(
             add_context_management(chunks, field, compaction),
             upstream=opened,

@@ -72,6 +72,10 @@ class Metrics:
     """Requests past the trigger forwarded whole while their summary was being written."""
     background_wait_sum: float = 0.0
     """Seconds requests waited for a background summary at the trigger, summed."""
+    upstream_tokens: Counter[str] = field(default_factory=Counter)
+    """Kind (``input`` not read from the cache, ``cache_read``, ``cache_write``,
+    ``output``) -> tokens the upstream reported in the answers relayed to clients (not
+    the summaries' own calls: :attr:`summary_tokens`)."""
     upstream_errors: Counter[str] = field(default_factory=Counter)
     """Kind (``timeout``, ``connect``, ``cancelled``) -> upstream requests that failed."""
     latency_buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
@@ -81,6 +85,16 @@ class Metrics:
     def request(self, route: str, status: int) -> None:
         """Count one answered request."""
         self.requests[(route, str(status))] += 1
+
+    def usage(self, tokens: Counter[str]) -> None:
+        """Add one answer's reported usage (``_usage``)."""
+        self.upstream_tokens.update(tokens)
+
+    def cache_read_share(self) -> float:
+        """Of the input tokens the upstream reported, the share read from its cache."""
+        read = self.upstream_tokens["cache_read"]
+        total = read + self.upstream_tokens["input"] + self.upstream_tokens["cache_write"]
+        return read / total if total else 0.0
 
     def upstream_latency(self, seconds: float) -> None:
         """Record the time from sending upstream to the upstream's response headers."""
@@ -116,6 +130,9 @@ class Metrics:
              self.background_deferred),
             ("background_wait_seconds_total", "counter", "Waits for a background summary.",
              self.background_wait_sum),
+            ("upstream_cache_read_share", "gauge",
+             "Share of the input tokens the upstream reported that it read from its cache.",
+             self.cache_read_share()),
         ]
         if pool is not None:
             singles += [
@@ -140,6 +157,8 @@ class Metrics:
              self.background_discarded),
             ("upstream_errors_total", "Upstream requests that failed, by kind.", ("kind",),
              self.upstream_errors),
+            ("upstream_tokens_total", "Tokens the upstream reported in relayed answers.",
+             ("kind",), +self.upstream_tokens),
         ]
         # fmt: on
         for name, kind, doc, value in singles:

@@ -106,7 +106,7 @@ def stream_back(request: Request, response: httpx.Response, dialect: Dialect) ->
     """The upstream's response relayed as it arrives (status, headers, body unchanged)."""
     gateway = gateway_of(request)
     return RelayResponse(
-        upstream_chunks(response, stream_error(dialect)),
+        upstream_chunks(response, stream_error(dialect), usage=gateway.metrics),
         upstream=response,
         metrics=gateway.metrics,
         status_code=response.status_code,

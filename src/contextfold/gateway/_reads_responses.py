@@ -119,7 +119,11 @@ def _back(request: Request, opened: httpx.Response, record: Record | None) -> Re
         return stream_back(request, opened, "openai")
     streamed = opened.headers.get("content-type", "").startswith("text/event-stream")
     return RelayResponse(
-        recorded(upstream_chunks(opened), streamed=streamed, record=record),
+        recorded(
+            upstream_chunks(opened, usage=gateway_of(request).metrics),
+            streamed=streamed,
+            record=record,
+        ),
         upstream=opened,
         metrics=gateway_of(request).metrics,
         status_code=opened.status_code,

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from starlette.responses import Response
 
+from ._proxy import gateway_of
 from ._reads import ReadContext
 from ._relay import upstream_chunks
 
@@ -52,7 +53,8 @@ async def round_chunks(
     ``sent`` as ``whole`` streams it; ``failure`` when it is neither (or the body could not
     be read: the upstream failed, or the client left)."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        async for chunk in upstream_chunks(response, on_failure):
+        metrics = gateway_of(ctx.request).metrics
+        async for chunk in upstream_chunks(response, on_failure, usage=metrics):
             yield chunk
         return
     raw = await ctx.read(response)

@@ -15,18 +15,30 @@ from starlette.types import Receive, Scope, Send
 
 from ._disconnect import wait_disconnect
 from ._metrics import Metrics
+from ._usage import AnswerUsage
 
 __all__ = ["RelayResponse", "upstream_chunks"]
 
 
 async def upstream_chunks(
-    response: httpx.Response, on_failure: Callable[[str], bytes] | None = None
+    response: httpx.Response,
+    on_failure: Callable[[str], bytes] | None = None,
+    *,
+    usage: Metrics | None = None,
 ) -> AsyncIterator[bytes]:
     """The upstream body as it arrives, decoded. A timeout or broken connection mid-body
-    ends the stream, after the bytes ``on_failure(kind)`` gives (an in-stream error event)."""
+    ends the stream, after the bytes ``on_failure(kind)`` gives (an in-stream error event).
+    With ``usage``, a successful answer's reported usage is added to it at its end."""
+    tally = None
+    if usage is not None and response.is_success:
+        tally = AnswerUsage(response.headers.get("content-type", ""))
     try:
         async for chunk in response.aiter_bytes():
+            if tally is not None:
+                tally.feed(chunk)
             yield chunk
+        if tally is not None and usage is not None:
+            usage.usage(tally.tokens())
     except httpx.TimeoutException:
         if on_failure is not None:
             yield on_failure("timeout")

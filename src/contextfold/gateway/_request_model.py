@@ -104,7 +104,7 @@ class RequestModel(ChatModelBase):
                 body=json.dumps(body, ensure_ascii=False).encode(),
                 drop_betas=self._drop_betas,
             )
-            raw = await self._upstream.read(response)
+            raw = await self._upstream.read(response, tally=False)  # summary_tokens has it
         except UpstreamFailure as failure:
             raise ModelConnectionError(failure.message) from None
         if response.status_code >= 500:

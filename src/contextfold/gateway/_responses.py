@@ -370,7 +370,7 @@ async def _forward(
     headers = relayed_headers(opened.headers)
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
         return RelayResponse(
-            with_compaction_item(upstream_chunks(opened), item),
+            with_compaction_item(upstream_chunks(opened, usage=gateway.metrics), item),
             upstream=opened,
             metrics=gateway.metrics,
             status_code=opened.status_code,

@@ -16,6 +16,7 @@ import httpx
 from ._config import GatewayConfig
 from ._metrics import Metrics
 from ._pool import StackPool, StackTransport
+from ._usage import answer_usage
 
 __all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
 
@@ -155,10 +156,14 @@ class Upstream:
         self._metrics.upstream_latency(time.perf_counter() - start)
         return response
 
-    async def read(self, response: httpx.Response) -> bytes:
-        """The whole body of an opened response, closed after; timeouts reported."""
+    async def read(self, response: httpx.Response, *, tally: bool = True) -> bytes:
+        """The whole body of an opened response, closed after; timeouts reported. With
+        ``tally``, a successful answer's reported usage goes to the metrics."""
         try:
-            return await response.aread()
+            raw = await response.aread()
+            if tally and response.is_success:
+                self._metrics.usage(answer_usage(raw))
+            return raw
         except httpx.TimeoutException:
             self._metrics.upstream_errors["timeout"] += 1
             raise UpstreamFailure("timeout", 504, "the upstream stopped sending in time") from None
