@@ -17,6 +17,7 @@ Usage is the sum over every upstream call the request made, field by field.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,11 +29,16 @@ from starlette.responses import Response
 from ..token import TokenCounter
 from ._disconnect import ClientGone, race_disconnect
 from ._errors import Dialect, error_response
-from ._proxy import CLIENT_GONE, gateway_of, open_upstream
+from ._proxy import CLIENT_GONE, gateway_of, open_upstream, stream_back
 from ._retrieval import ResultStore
-from ._upstream import UpstreamFailure
+from ._upstream import UpstreamFailure, relayed_headers
 
-__all__ = ["ReadContext", "summed"]
+__all__ = ["ReadContext", "Rounds", "dumps", "summed", "whole_rounds"]
+
+
+def dumps(value: Any) -> bytes:
+    """A body sent upstream again (compact, UTF-8 as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -90,3 +96,55 @@ def summed(usages: Iterable[Any], fields: Iterable[str]) -> dict[str, int]:
             if isinstance(value, int) and not isinstance(value, bool):
                 out[name] = out.get(name, 0) + value
     return out
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """A dialect's whole (not streamed) answers, as :func:`whole_rounds` reads them."""
+
+    calls: Callable[[dict[str, Any]], list[Any] | None]
+    """The answer's blocks, items or tool calls among which the read-back calls are;
+    ``None`` when the answer is not of the dialect's shape."""
+    ours: Callable[[Any], bool]
+    """Whether one of them is a call to the read-back tool."""
+    next_body: Callable[[ReadContext, dict[str, Any], dict[str, Any]], Awaitable[dict[str, Any]]]
+    """The body of the next round: the one sent, then the answer with its calls answered."""
+    not_one: str
+    """The 502's message when a later round's answer is not of the dialect's shape."""
+
+
+async def whole_rounds(
+    ctx: ReadContext, opened: httpx.Response, body: dict[str, Any], rounds: Rounds
+) -> tuple[list[dict[str, Any]], dict[str, str]] | Response:
+    """Every round's answer while the model calls only the read-back tool (at most
+    ``ctx.rounds`` more), and the last one's headers to relay; or the response to give at
+    once: an upstream error as it came, the first answer as it came if it is not of the
+    dialect's shape, a 502 for a later one, or the client's leaving."""
+    answers: list[dict[str, Any]] = []
+    current, sent = opened, body
+    headers: dict[str, str] = {}
+    for round_ in range(ctx.rounds + 1):
+        if current.status_code >= 400:
+            return stream_back(ctx.request, current, ctx.dialect)  # a later round's too
+        raw = await ctx.read(current)
+        if isinstance(raw, Response):
+            return raw
+        headers = relayed_headers(current.headers)
+        try:
+            answer = json.loads(raw)
+        except ValueError:  # not JSON, or not UTF-8
+            answer = None
+        calls = rounds.calls(answer) if isinstance(answer, dict) else None
+        if answer is None or calls is None:
+            if not answers:
+                return Response(raw, status_code=current.status_code, headers=headers)
+            return error_response(ctx.dialect, 502, rounds.not_one)
+        answers.append(answer)
+        if round_ == ctx.rounds or not any(rounds.ours(c) for c in calls):
+            break
+        sent = await rounds.next_body(ctx, sent, answer)
+        again = await ctx.open(dumps(sent))
+        if isinstance(again, Response):
+            return again
+        current = again
+    return answers, headers

@@ -22,13 +22,12 @@ from starlette.responses import Response
 from ._body import BodyError, read_body, read_json
 from ._errors import error_response
 from ._openai_decide import transparently
-from ._proxy import gateway_of, relay, stream_back
-from ._reads import ReadContext, summed
+from ._proxy import gateway_of, relay
+from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
 from ._reads_whole import chat_chunks, round_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents
 from ._transparent_route import CHAT_ROUTE, mode_of
-from ._upstream import relayed_headers
 
 __all__ = ["chat_completions"]
 
@@ -37,10 +36,6 @@ _DETAILS = {
     "prompt_tokens_details": ("cached_tokens", "audio_tokens"),
     "completion_tokens_details": ("reasoning_tokens", "audio_tokens"),
 }
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _usage(usages: list[Any]) -> dict[str, Any] | None:
@@ -106,34 +101,41 @@ def _joined(texts: list[str]) -> str | None:
     return "\n\n".join(kept) if kept else None
 
 
+def _message(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The completion's first choice's message (None if it has none)."""
+    try:
+        message = answer["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _calls(answer: dict[str, Any]) -> list[Any] | None:
+    message = _message(answer)
+    if message is None:
+        return None
+    calls = message.get("tool_calls") or []
+    return calls if isinstance(calls, list) else []
+
+
+def _next(ctx: ReadContext, sent: dict[str, Any], answer: dict[str, Any]) -> Any:
+    message = _message(answer) or {}
+    return _next_body(ctx, sent, message.get("content"), _calls(answer) or [])
+
+
+_ROUNDS = Rounds(
+    calls=_calls,
+    ours=_ours,
+    next_body=_next,
+    not_one="the upstream's answer is not a completion",
+)
+
+
 async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Response) -> Response:
-    request = ctx.request
-    answers: list[dict[str, Any]] = []
-    current, sent = opened, body
-    headers: dict[str, str] = {}
-    for round_ in range(ctx.rounds + 1):
-        if current.status_code >= 400:
-            return stream_back(request, current, "openai")
-        raw = await ctx.read(current)
-        if isinstance(raw, Response):
-            return raw
-        headers = relayed_headers(current.headers)
-        try:
-            answer = json.loads(raw)
-            message = answer["choices"][0]["message"]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-            if not answers:
-                return Response(raw, status_code=current.status_code, headers=headers)
-            return error_response("openai", 502, "the upstream's answer is not a completion")
-        answers.append(answer)
-        calls = message.get("tool_calls") or []
-        if round_ == ctx.rounds or not any(_ours(c) for c in calls):
-            break
-        sent = await _next_body(ctx, sent, message.get("content"), calls)
-        again = await ctx.open(_dumps(sent))
-        if isinstance(again, Response):
-            return again
-        current = again
+    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
+    if isinstance(rounds, Response):
+        return rounds
+    answers, headers = rounds
     final = json.loads(json.dumps(answers[-1]))
     choice = final["choices"][0]
     message = choice["message"]
@@ -149,11 +151,11 @@ async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Respon
     usage = _usage([a.get("usage") for a in answers])
     if usage is not None:
         final["usage"] = usage
-    return Response(_dumps(final), status_code=200, headers=headers)
+    return Response(dumps(final), status_code=200, headers=headers)
 
 
 def _chunk(data: dict[str, Any]) -> bytes:
-    return b"data: " + _dumps(data) + b"\n\n"
+    return b"data: " + dumps(data) + b"\n\n"
 
 
 _NOT_A_COMPLETION = _chunk(
@@ -252,7 +254,7 @@ async def _rounds(
         if ours and round_ < ctx.rounds:
             listed = [{**c, "type": "function"} for c in calls.values()]
             sent = await _next_body(ctx, sent, "".join(text) or None, listed)
-            again = await ctx.open(_dumps(sent))
+            again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
                 if isinstance(again, httpx.Response):
                     later.append(again)

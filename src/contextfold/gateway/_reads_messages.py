@@ -18,9 +18,8 @@ import anyio
 import httpx
 from starlette.responses import Response
 
-from ._errors import error_response
 from ._proxy import gateway_of, stream_back, stream_error
-from ._reads import ReadContext, summed
+from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
 from ._reads_whole import anthropic_events, round_chunks
 from ._relay import RelayResponse
 from ._retrieval import READ_TOOL
@@ -40,10 +39,6 @@ USAGE_FIELDS = (
 _NOT_A_MESSAGE = error_event(
     "api_error", "the upstream's answer to a read-back round is not a message"
 )
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _ours(block: Any) -> bool:
@@ -101,6 +96,19 @@ def _final(answers: list[dict[str, Any]]) -> dict[str, Any]:
     return final
 
 
+def _content(answer: dict[str, Any]) -> list[Any] | None:
+    content = answer.get("content")
+    return content if isinstance(content, list) else None
+
+
+_ROUNDS = Rounds(
+    calls=_content,
+    ours=_ours,
+    next_body=lambda ctx, sent, answer: _next_body(ctx, sent, answer["content"]),
+    not_one="the upstream's answer is not a message",
+)
+
+
 async def answered(
     ctx: ReadContext,
     body: dict[str, Any],
@@ -123,35 +131,14 @@ async def answered(
             status_code=opened.status_code,
             headers=relayed_headers(opened.headers),
         )
-    answers: list[dict[str, Any]] = []
-    current, sent = opened, body
-    for round_ in range(ctx.rounds + 1):
-        if current.status_code >= 400:
-            return stream_back(request, current, "anthropic")  # a later round's error, as is
-        raw = await ctx.read(current)
-        if isinstance(raw, Response):
-            return raw
-        headers = relayed_headers(current.headers)
-        try:
-            answer = json.loads(raw)
-        except json.JSONDecodeError:
-            answer = None
-        if not isinstance(answer, dict) or not isinstance(answer.get("content"), list):
-            if not answers:
-                return Response(raw, status_code=current.status_code, headers=headers)
-            return error_response("anthropic", 502, "the upstream's answer is not a message")
-        answers.append(answer)
-        if round_ == ctx.rounds or not any(_ours(b) for b in answer["content"]):
-            break
-        sent = await _next_body(ctx, sent, answer["content"])
-        again = await ctx.open(_dumps(sent))
-        if isinstance(again, Response):
-            return again
-        current = again
+    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
+    if isinstance(rounds, Response):
+        return rounds
+    answers, headers = rounds
     final = _final(answers)
     if field is not None:
         final["context_management"] = field
-    return Response(_dumps(final), status_code=200, headers=headers)
+    return Response(dumps(final), status_code=200, headers=headers)
 
 
 class _Block:
@@ -307,7 +294,7 @@ async def _rounds(
                         yield out
                     next_index += 1
             sent = await _next_body(ctx, sent, state.content())
-            again = await ctx.open(_dumps(sent))
+            again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
                 if isinstance(again, httpx.Response):
                     later.append(again)

@@ -27,10 +27,9 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._errors import error_response
 from ._openai_decide import transparently
 from ._proxy import gateway_of, open_upstream, stream_back
-from ._reads import ReadContext, summed
+from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
 from ._reads_whole import responses_events, round_chunks
 from ._relay import RelayResponse, upstream_chunks
 from ._response_chain import Record, recorded, responses_key
@@ -48,10 +47,6 @@ _DETAILS = {
     "input_tokens_details": ("cached_tokens",),
     "output_tokens_details": ("reasoning_tokens",),
 }
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _is_call(item: Any) -> bool:
@@ -168,40 +163,30 @@ def _merged(final: dict[str, Any], earlier: list[list[Any]], usages: list[Any]) 
     return out
 
 
+def _output(answer: dict[str, Any]) -> list[Any] | None:
+    output = answer.get("output")
+    return output if isinstance(output, list) else None
+
+
+_ROUNDS = Rounds(
+    calls=_output,
+    ours=_ours,
+    next_body=lambda ctx, sent, answer: _next_body(ctx, sent, answer.get("id"), answer["output"]),
+    not_one="the upstream's answer is not a response",
+)
+
+
 async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Response) -> Response:
-    request = ctx.request
-    answers: list[dict[str, Any]] = []
-    current, sent = opened, body
-    headers: dict[str, str] = {}
-    for round_ in range(ctx.rounds + 1):
-        if current.status_code >= 400:
-            return stream_back(request, current, "openai")
-        raw = await ctx.read(current)
-        if isinstance(raw, Response):
-            return raw
-        headers = relayed_headers(current.headers)
-        try:
-            answer = json.loads(raw)
-        except json.JSONDecodeError:
-            answer = None
-        if not isinstance(answer, dict) or not isinstance(answer.get("output"), list):
-            if not answers:
-                return Response(raw, status_code=current.status_code, headers=headers)
-            return error_response("openai", 502, "the upstream's answer is not a response")
-        answers.append(answer)
-        if round_ == ctx.rounds or not any(_ours(i) for i in answer["output"]):
-            break
-        sent = await _next_body(ctx, sent, answer.get("id"), answer["output"])
-        again = await ctx.open(_dumps(sent))
-        if isinstance(again, Response):
-            return again
-        current = again
+    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
+    if isinstance(rounds, Response):
+        return rounds
+    answers, headers = rounds
     merged = _merged(
         answers[-1], [a["output"] for a in answers[:-1]], [a.get("usage") for a in answers]
     )
     if ctx.record is not None and isinstance(merged.get("id"), str):
         await ctx.record(merged["id"])
-    return Response(_dumps(merged), status_code=200, headers=headers)
+    return Response(dumps(merged), status_code=200, headers=headers)
 
 
 def _payload(event: bytes) -> dict[str, Any] | None:
@@ -329,7 +314,7 @@ async def _rounds(
                 next_index += 1
             earlier.append(output)
             sent = await _next_body(ctx, sent, response.get("id"), output)
-            again = await ctx.open(_dumps(sent))
+            again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
                 if isinstance(again, httpx.Response):
                     later.append(again)
