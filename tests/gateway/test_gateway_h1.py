@@ -136,6 +136,18 @@ def test_an_answer_that_ends_its_connection_is_not_reused(head: bytes) -> None:
     assert asyncio.run(scripted(always(head, b"ok"), run, close=True)) == [1, 2]
 
 
+def test_a_switch_of_protocols_is_not_reused_for_http() -> None:
+    answer = always(
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\nconnection: upgrade\r\n\r\n"
+    )
+
+    async def run(url: str, _: list[bytes]) -> None:
+        pool = await two_gets(url, b"")
+        assert pool.opened == 2
+
+    asyncio.run(scripted(answer, run))
+
+
 def test_a_body_without_length_is_read_to_the_connections_end() -> None:
     answer = always(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n", b"all ", b"of it")
 

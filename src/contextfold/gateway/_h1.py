@@ -119,7 +119,11 @@ class H1Connection:
         except BaseException:
             await self.aclose()
             raise
-        keep = version == b"HTTP/1.1" and not _has_token(headers, b"connection", b"close")
+        keep = (
+            version == b"HTTP/1.1"
+            and status != 101  # the connection now speaks another protocol
+            and not _has_token(headers, b"connection", b"close")
+        )
         framing = _framing(request.method, status, headers)
         if framing is None:  # read to the connection's end: it cannot be reused
             keep = False
