@@ -89,33 +89,3 @@ def test_a_worker_started_from_a_nice_thread_runs_at_the_process_priority(
         assert os.getpriority(os.PRIO_PROCESS, worker.proc.pid) == process_priority
     finally:
         _process._the_pool().close()
-
-
-def _autogroup(pid: int) -> str | None:
-    """The scheduler's autogroup of ``pid`` (Linux with ``sched_autogroup_enabled``)."""
-    try:
-        with open(f"/proc/{pid}/autogroup") as f:
-            return f.read().split()[0]
-    except OSError:
-        return None
-
-
-@pytest.mark.skipif(not hasattr(os, "getsid"), reason="POSIX sessions")
-def test_workers_run_in_a_session_and_scheduling_group_of_their_own(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Linux's autogroup schedules a session's processes as one group: a worker in the
-    caller's session spent the group's CPU share, and the event loop, woken, waited up to
-    60 ms for a CPU while other sessions' processes ran (``perf sched``; docs/RELIABILITY.md,
-    round 7). In a session of its own, a worker's CPU is its own group's."""
-    monkeypatch.setattr(_process, "_pool", None)  # workers started by this test
-    text = "some words to index\n" * 10
-    assert _process.run(index_terms_text, text) == index_terms_text(text)
-    (worker,) = _process._the_pool().idle
-    try:
-        assert os.getsid(worker.proc.pid) == worker.proc.pid != os.getsid(0)
-        ours, theirs = _autogroup(os.getpid()), _autogroup(worker.proc.pid)
-        if ours is not None:  # Linux with autogroup on
-            assert theirs != ours
-    finally:
-        _process._the_pool().close()

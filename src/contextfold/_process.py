@@ -20,14 +20,6 @@ same result, only the loop is less free) and a warning is logged once.
 The worker is started as ``sys.executable -c ...``, not through ``multiprocessing``, whose
 start methods either fork a process with threads (unsafe) or import the user's main
 script again in the child.
-
-Each worker runs in a session of its own (``setsid``). Linux with ``sched_autogroup``
-(the default on desktops and plain VMs; it applies to processes in the root CPU cgroup)
-shares the CPU between sessions first and then within each: a worker busy in the caller's
-session took that session's share, and the group's weight on the event loop's CPU fell
-with it, so the loop, woken, waited 30 to 60 ms for a CPU while other sessions' processes
-ran (``perf sched``: its waits for the GIL were all under 6 ms). A worker exits when its
-parent closes the pipe (end of input), so it needs no signal from the terminal.
 """
 
 from __future__ import annotations
@@ -99,10 +91,6 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            # A session of its own: Linux's autogroup schedules a session's processes as
-            # one group, so a busy worker in the caller's session spent the CPU share the
-            # event loop's thread is scheduled from (see the module).
-            start_new_session=True,
         )
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
