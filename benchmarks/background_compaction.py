@@ -37,7 +37,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +49,14 @@ from contextfold.context import (
     CompressionEvent,
     ContextConfig,
     ContextEvent,
+    MeasuresLatency,
     ModelSummarizer,
     Summarizer,
+    SummaryLatencyModel,
     SummaryRequest,
     SummaryResult,
 )
-from contextfold.message import ToolCallBlock
+from contextfold.message import Msg, ToolCallBlock
 from contextfold.middleware import AgentView, Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.tool import FunctionTool, Toolkit
@@ -105,6 +107,23 @@ class TimedSummarizer:
     inner: Summarizer
     latencies: list[float] = field(default_factory=list)
     failures: int = 0
+    measured: list[tuple[float, float, int]] = field(default_factory=list)
+    """The summarizer's own measures of its latency (``MeasuresLatency``), each as
+    (fixed seconds, seconds per token, the sample's tokens), and how long measuring took."""
+    measuring_s: float = 0.0
+
+    async def measure_latency(
+        self, sample: Sequence[Msg], tokens: int
+    ) -> SummaryLatencyModel | None:
+        """The inner summarizer's measure (the embedded model's), passed on and noted."""
+        if not isinstance(self.inner, MeasuresLatency):
+            return None
+        started = time.monotonic()
+        measured = await self.inner.measure_latency(sample, tokens)
+        self.measuring_s += time.monotonic() - started
+        if measured is not None:
+            self.measured.append((measured.fixed_s, measured.per_token_s, tokens))
+        return measured
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         started = time.monotonic()
@@ -203,6 +222,8 @@ async def run(
         "wall": wall,
         "latencies": timed.latencies,
         "failures": timed.failures,
+        "measured": timed.measured,
+        "measuring_s": timed.measuring_s,
     }
 
 
@@ -448,6 +469,14 @@ async def main() -> None:
                 f"{[round(x, 1) for x in r['latencies']]}",
                 flush=True,
             )
+            for fixed, per_token, tokens in r["measured"]:
+                print(
+                    f"  first latency measured by the summarizer ({r['measuring_s']:.1f} s, "
+                    f"loading included): {fixed:.1f} s + {per_token * 1000:.1f} s per 1,000 "
+                    f"tokens (sample of {tokens} tokens); at the trigger "
+                    f"({int(0.8 * window)} tokens): {fixed + per_token * 0.8 * window:.0f} s",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -8,15 +8,24 @@ on a CPU reads a prompt at tens of tokens a second). So the estimate is conserva
 the slowest of the last few summaries, each scaled up to the size of the new input when
 that is larger (never down: a small input's time is mostly the summary written, which
 does not shrink with it). Every summary the engine times counts, blocking ones too.
+
+Before the first summary none was timed. A summarizer that can measure its own speed
+(:class:`MeasuresLatency`: ``ModelSummarizer`` over the embedded model) gives a
+:class:`SummaryLatencyModel` instead, measured on this machine before it is needed; others
+leave ``BackgroundConfig.assumed_latency_s``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
-__all__ = ["SummaryLatencies"]
+from ..message import Msg
+
+__all__ = ["MeasuresLatency", "SummaryLatencies", "SummaryLatencyModel"]
 
 _KEPT = 5
 """Summaries the estimate is the slowest of: enough to remember a slow call among fast
@@ -57,3 +66,38 @@ class SummaryLatencies:
             t.seconds * (tokens / t.tokens if t.tokens and tokens > t.tokens else 1.0)
             for t in self._timed
         )
+
+
+@dataclass(frozen=True)
+class SummaryLatencyModel:
+    """A summary's latency before any was timed: ``fixed_s`` (writing the answer) plus
+    ``per_token_s`` for each token of the engine's usage it reads. Measured by the
+    summarizer (:class:`MeasuresLatency`) on this machine, so the first background
+    summary is started in time for a model that takes minutes, not on a constant."""
+
+    fixed_s: float
+    per_token_s: float
+
+    def __post_init__(self) -> None:
+        values = (self.fixed_s, self.per_token_s)
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise ValueError(f"latency terms must be finite and non-negative, got {self}")
+
+    def seconds(self, tokens: int) -> float:
+        """Seconds a summary of ``tokens`` of usage (the engine's count) is expected to take."""
+        return self.fixed_s + self.per_token_s * max(0, tokens)
+
+
+@runtime_checkable
+class MeasuresLatency(Protocol):
+    """A summarizer that can time its summaries before writing one (optional beside
+    ``Summarizer``): the engine asks once, with background compaction on and no summary
+    timed yet, and uses the answer until one is."""
+
+    async def measure_latency(
+        self, sample: Sequence[Msg], tokens: int
+    ) -> SummaryLatencyModel | None:
+        """The latency model, or ``None`` when it cannot tell. ``sample``: messages of the
+        conversation, ``tokens`` of usage by the engine's count (the summarizer's own
+        tokenizer may count them differently)."""
+        ...

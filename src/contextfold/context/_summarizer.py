@@ -33,10 +33,11 @@ from ..message import (
     Usage,
     marker_of,
 )
-from ..model import ChatModelBase
+from ..model import ChatModelBase, ModelSpeed
 from ..token import TokenCounter
 from ._config import DEFAULT_SUMMARY_UPDATE_PROMPT
 from ._cut import HeadTailCut
+from ._latency import SummaryLatencyModel
 from ._layer import SummaryLayer, is_summary
 from ._types import ModelInput
 
@@ -235,6 +236,31 @@ class ModelSummarizer:
             attempts=output.attempts,
             uncovered=prompt.uncovered,
             cut=prompt.cut,
+        )
+
+    async def measure_latency(
+        self, sample: Sequence[Msg], tokens: int
+    ) -> SummaryLatencyModel | None:
+        """This summarizer's latency, from its model's measured speed, when the model can
+        measure it (``LocalChatModel.measure_speed``; a provider's model cannot without a
+        paid call: ``None``). See :class:`MeasuresLatency`: reading costs each token of
+        usage its share of the prompt rate, scaled by how many of this model's tokens the
+        ``sample`` is per token of the engine's count (a log's digits are several tokens
+        each to a small model's tokenizer); writing costs ``max_tokens`` (when the model
+        has one, else nothing) at the output rate. The instructions (a few hundred
+        tokens) and a second attempt are left to the caller's margin."""
+        measure = getattr(self.model, "measure_speed", None)
+        if not callable(measure):
+            return None
+        speed = await measure()
+        if not isinstance(speed, ModelSpeed):
+            return None
+        ours = sum(self.model.token_counter.count_message(m) for m in sample)
+        ratio = ours / tokens if tokens > 0 and ours > 0 else 1.0
+        written = getattr(self.model, "max_tokens", 0)
+        return SummaryLatencyModel(
+            fixed_s=speed.seconds(0, written if isinstance(written, int) else 0),
+            per_token_s=ratio / speed.prompt_tokens_per_s,
         )
 
     def prompt(self, request: SummaryRequest) -> SummaryPrompt:
