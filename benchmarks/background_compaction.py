@@ -61,6 +61,8 @@ from contextfold.middleware import AgentView, Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.tool import FunctionTool, Toolkit
 
+T0 = time.monotonic()
+"""The benchmark's start: summary calls are printed with their start since then."""
 WINDOW = 16_000
 REPLAY_WINDOW = 16_000
 LOCAL_WINDOW = 8_192
@@ -106,6 +108,8 @@ class TimedSummarizer:
 
     inner: Summarizer
     latencies: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    """When each call started, seconds since the benchmark started (do rows overlap?)."""
     failures: int = 0
     measured: list[tuple[float, float, int]] = field(default_factory=list)
     """The summarizer's own measures of its latency (``MeasuresLatency``), each as
@@ -127,6 +131,7 @@ class TimedSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         started = time.monotonic()
+        self.starts.append(started - T0)
         try:
             return await self.inner.summarize(request)
         except Exception:
@@ -221,6 +226,7 @@ async def run(
         "discarded": discarded,
         "wall": wall,
         "latencies": timed.latencies,
+        "starts": timed.starts,
         "failures": timed.failures,
         "measured": timed.measured,
         "measuring_s": timed.measuring_s,
@@ -403,6 +409,13 @@ async def main() -> None:
         default=BackgroundConfig().start_ratio,
         help="BackgroundConfig.start_ratio: the earliest mark a summary starts at",
     )
+    parser.add_argument(
+        "--only",
+        choices=("blocking", "background"),
+        default=None,
+        help="one row alone (with --summarizer local the rows otherwise run side by side, "
+        "two llama.cpp instances sharing the cores)",
+    )
     args = parser.parse_args()
     LINES = args.lines
     chosen = BackgroundConfig(
@@ -443,12 +456,13 @@ async def main() -> None:
             summarizer=local_summarizer if local else None,
         )
 
+    modes = [False, True] if args.only is None else [args.only == "background"]
     if local:
         # Side by side: both rows' summaries share the machine's load at the same time.
-        results = list(await asyncio.gather(one(False), one(True)))
+        results = list(await asyncio.gather(*(one(b) for b in modes)))
     else:
-        results = [await one(False), await one(True)]
-    for background, r in zip((False, True), results, strict=True):
+        results = [await one(b) for b in modes]
+    for background, r in zip(modes, results, strict=True):
         f = figures(r["waits"], r["latencies"])
         name = (
             f"background (start at {args.start_ratio:g}, wait at {args.wait_ratio:g}, first "
@@ -466,7 +480,8 @@ async def main() -> None:
         if local:
             print(
                 f"  load average {_load()}; waits {[round(w, 1) for w in r['waits']]}, latencies "
-                f"{[round(x, 1) for x in r['latencies']]}",
+                f"{[round(x, 1) for x in r['latencies']]}, started at "
+                f"{[round(x) for x in r['starts']]} s",
                 flush=True,
             )
             for fixed, per_token, tokens in r["measured"]:
