@@ -37,7 +37,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from contextfold.context import (
     SummaryRequest,
     SummaryResult,
 )
-from contextfold.message import Msg, ToolCallBlock
+from contextfold.message import ToolCallBlock
 from contextfold.middleware import AgentView, Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.tool import FunctionTool, Toolkit
@@ -111,13 +111,13 @@ class TimedSummarizer:
     starts: list[float] = field(default_factory=list)
     """When each call started, seconds since the benchmark started (do rows overlap?)."""
     failures: int = 0
-    measured: list[tuple[float, float, int]] = field(default_factory=list)
-    """The summarizer's own measures of its latency (``MeasuresLatency``), each as
-    (fixed seconds, seconds per token, the sample's tokens), and how long measuring took."""
+    measured: list[tuple[SummaryLatencyModel, int]] = field(default_factory=list)
+    """The summarizer's own measures of its latency (``MeasuresLatency``), each with the
+    sample's tokens, and how long measuring took."""
     measuring_s: float = 0.0
 
     async def measure_latency(
-        self, sample: Sequence[Msg], tokens: int
+        self, sample: SummaryRequest, tokens: int
     ) -> SummaryLatencyModel | None:
         """The inner summarizer's measure (the embedded model's), passed on and noted."""
         if not isinstance(self.inner, MeasuresLatency):
@@ -126,7 +126,7 @@ class TimedSummarizer:
         measured = await self.inner.measure_latency(sample, tokens)
         self.measuring_s += time.monotonic() - started
         if measured is not None:
-            self.measured.append((measured.fixed_s, measured.per_token_s, tokens))
+            self.measured.append((measured, tokens))
         return measured
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
@@ -484,12 +484,17 @@ async def main() -> None:
                 f"{[round(x) for x in r['starts']]} s",
                 flush=True,
             )
-            for fixed, per_token, tokens in r["measured"]:
+            for measured, tokens in r["measured"]:
+                speed = measured.speed
+                trigger = int(0.8 * window)
                 print(
                     f"  first latency measured by the summarizer ({r['measuring_s']:.1f} s, "
-                    f"loading included): {fixed:.1f} s + {per_token * 1000:.1f} s per 1,000 "
-                    f"tokens (sample of {tokens} tokens); at the trigger "
-                    f"({int(0.8 * window)} tokens): {fixed + per_token * 0.8 * window:.0f} s",
+                    f"loading included; sample of {tokens} tokens): reads "
+                    f"{speed.prompt_tokens_per_s:.0f} tokens/s, writes "
+                    f"{speed.output_tokens_per_s:.1f}/s, depth cost {speed.depth_cost:.2e}; "
+                    f"{measured.fixed_tokens} tokens of instructions, {measured.per_token:.2f} "
+                    f"of its tokens per ours, {measured.written} written; expected at the "
+                    f"trigger ({trigger} tokens): {measured.seconds(trigger):.0f} s",
                     flush=True,
                 )
 

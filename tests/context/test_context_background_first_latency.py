@@ -9,7 +9,6 @@ On the replay's simulated clock (each step a second, about 100 tokens), as the t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 
@@ -21,8 +20,9 @@ from contextfold.context import (
     ModelSummarizer,
     Prefetch,
     SummaryLatencyModel,
+    SummaryRequest,
 )
-from contextfold.message import Msg
+from contextfold.message import SUMMARY_TOOL, ToolSpec
 from contextfold.model import ModelSpeed, ScriptedModel
 from contextfold.replay import SimulatedClock
 
@@ -39,12 +39,17 @@ class MeasuringSummarizer(TimedSummarizer):
         self.asked: list[tuple[int, int]] = []  # (messages in the sample, its tokens)
 
     async def measure_latency(
-        self, sample: Sequence[Msg], tokens: int
+        self, sample: SummaryRequest, tokens: int
     ) -> SummaryLatencyModel | None:
-        self.asked.append((len(sample), tokens))
+        self.asked.append((len(sample.messages), tokens))
+        assert sample.prefix is not None
+        assert sample.prefix.usage.total > tokens
         if self.measured is None:
             raise RuntimeError("the model could not load")
-        return SummaryLatencyModel(fixed_s=self.measured, per_token_s=0.0)
+        # Read nothing, write as many tokens as seconds at one a second: ``measured`` s.
+        speed = ModelSpeed(prompt_tokens_per_s=1.0, output_tokens_per_s=1.0)
+        written = round(self.measured)
+        return SummaryLatencyModel(speed, fixed_tokens=0, per_token=0.0, written=written)
 
 
 async def first_wait(summarizer: TimedSummarizer) -> float:
@@ -70,7 +75,8 @@ async def test_the_first_summary_is_started_on_the_summarizers_measured_latency(
     assert await first_wait(summarizer) == 0.0
     assert len(summarizer.asked) == 1  # asked once
     messages, tokens = summarizer.asked[0]
-    assert messages >= 3 and tokens > 0  # after two steps grew the context: a real sample
+    assert messages >= 3
+    assert tokens > 0
 
 
 async def test_without_a_measure_the_first_summary_is_timed_on_the_assumed_latency() -> None:
@@ -86,19 +92,35 @@ def test_a_measured_latency_is_used_until_a_summary_is_timed() -> None:
     prefetch: Prefetch[object] = Prefetch(lambda e: asyncio.sleep(0))
     config = ContextConfig(background=BackgroundConfig(assumed_latency_s=10.0))
     assert prefetch.expected_latency(2000, config) == 10.0
-    prefetch.latency_model = SummaryLatencyModel(fixed_s=20.0, per_token_s=0.01)
-    assert prefetch.expected_latency(2000, config) == 40.0  # 20 s + 2,000 x 0.01 s
+    speed = ModelSpeed(prompt_tokens_per_s=100.0, output_tokens_per_s=1.0)
+    prefetch.latency_model = SummaryLatencyModel(speed, fixed_tokens=0, per_token=1.0, written=20)
+    assert prefetch.expected_latency(2000, config) == 40.0  # 2,000 read at 100/s, 20 written
     prefetch.note_latency(30.0, 2000)  # one timed: what was measured on a real summary wins
     assert prefetch.expected_latency(2000, config) == 30.0
     assert prefetch.expected_latency(1000, ContextConfig()) is None  # no background
 
 
+def test_a_token_deep_in_the_context_takes_longer() -> None:
+    flat = ModelSpeed(prompt_tokens_per_s=100.0, output_tokens_per_s=10.0)
+    assert flat.seconds(2000, 0) == 2 * flat.seconds(1000, 0)
+    assert flat.seconds(1000, 100) == 10.0 + 10.0
+    deep = ModelSpeed(prompt_tokens_per_s=100.0, output_tokens_per_s=10.0, depth_cost=1e-3)
+    # Token p costs (1 + 0.001 p) of the first: 1,000 tokens average 1.4995 of it.
+    assert deep.seconds(1000, 0) == pytest.approx(10.0 * 1.4995)
+    assert deep.seconds(2000, 0) > 2 * deep.seconds(1000, 0)  # faster than the input grows
+    # Written after 1,000 read: each written token is twice as slow, and more.
+    assert deep.seconds(1000, 100) - deep.seconds(1000, 0) == pytest.approx(10.0 * 2.0495)
+
+
 def test_a_latency_model_rejects_what_is_not_a_duration() -> None:
+    speed = ModelSpeed(prompt_tokens_per_s=1.0, output_tokens_per_s=1.0)
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="finite and non-negative"):
-            SummaryLatencyModel(fixed_s=bad, per_token_s=0.0)
+            SummaryLatencyModel(speed, fixed_tokens=0, per_token=bad, written=0)
         with pytest.raises(ValueError, match="finite and non-negative"):
-            SummaryLatencyModel(fixed_s=1.0, per_token_s=bad)
+            ModelSpeed(prompt_tokens_per_s=1.0, output_tokens_per_s=1.0, depth_cost=bad)
+    with pytest.raises(ValueError, match="non-negative"):
+        SummaryLatencyModel(speed, fixed_tokens=-1, per_token=1.0, written=0)
     with pytest.raises(ValueError, match="positive"):
         ModelSpeed(prompt_tokens_per_s=0.0, output_tokens_per_s=10.0)
 
@@ -114,16 +136,35 @@ class MeasuredModel(ScriptedModel):
 
 async def test_a_model_summarizer_turns_its_models_speed_into_a_latency() -> None:
     model = MeasuredModel([], context_size=SIZE)
-    sample = [user("log 1 line 0: GET /api/v0/items status 500")] * 4
-    tokens = sum(model.token_counter.count_message(m) for m in sample)
-    measured = await ModelSummarizer(model).measure_latency(sample, tokens)
+    messages = [user("log 1 line 0: GET /api/v0/items status 500")] * 4
+    tokens = sum(model.token_counter.count_message(m) for m in messages)
+    config = ContextConfig()
+    sample = SummaryRequest(
+        messages=messages,
+        previous=None,
+        instructions=config.compression_prompt,
+        hints=(),
+        schema=config.summary_schema,
+    )
+    summarizer = ModelSummarizer(model)
+    measured = await summarizer.measure_latency(sample, tokens)
     assert measured is not None
-    assert measured.fixed_s == pytest.approx(40.0)  # 400 tokens written at 10 a second
-    assert measured.seconds(1000) == pytest.approx(40.0 + 20.0)  # 1,000 read at 50
-    # The engine counting the sample half as many tokens as the model: twice the time each.
-    halved = await ModelSummarizer(model).measure_latency(sample, tokens // 2)
+    # Read: the instructions, the schema and the framing (what this summarizer sends,
+    # less the messages), plus the messages; written: the model's 400 tokens at most.
+    prompt = summarizer.prompt(sample)
+    assert prompt.offered is None  # no prefix: the transcript form, its tool forced
+    counter = model.token_counter
+    tool = ToolSpec(name=SUMMARY_TOOL, parameters=config.summary_schema)
+    whole = counter.count_request(prompt.messages, [tool])
+    assert measured.fixed_tokens == whole - tokens
+    assert measured.fixed_tokens > 200  # the instructions and the schema are not small
+    assert measured.per_token == 1.0  # the engine counts as the model does here
+    assert measured.written == 400
+    assert measured.seconds(1000) == pytest.approx((measured.fixed_tokens + 1000) / 50 + 40.0)
+    # The engine counting the messages half as many tokens as the model: twice each.
+    halved = await summarizer.measure_latency(sample, tokens // 2)
     assert halved is not None
-    assert halved.per_token_s == pytest.approx(2 * measured.per_token_s, rel=0.01)
+    assert halved.per_token == pytest.approx(2 * measured.per_token, rel=0.01)
     # A model that cannot measure itself (a provider's: it would be a paid call): None.
     plain = ScriptedModel([], context_size=SIZE)
     assert await ModelSummarizer(plain).measure_latency(sample, tokens) is None

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..message import Msg
+from ..model import ModelSpeed
+
+if TYPE_CHECKING:
+    from ._summarizer import SummaryRequest
 
 __all__ = ["MeasuresLatency", "SummaryLatencies", "SummaryLatencyModel"]
 
@@ -70,22 +72,29 @@ class SummaryLatencies:
 
 @dataclass(frozen=True)
 class SummaryLatencyModel:
-    """A summary's latency before any was timed: ``fixed_s`` (writing the answer) plus
-    ``per_token_s`` for each token of the engine's usage it reads. Measured by the
-    summarizer (:class:`MeasuresLatency`) on this machine, so the first background
-    summary is started in time for a model that takes minutes, not on a constant."""
+    """A summary's latency before any was timed: its model reads ``fixed_tokens`` (the
+    instructions, the schema, the framing) and ``per_token`` of its own tokens per token
+    of the engine's usage, then writes ``written`` tokens, at ``speed``, measured on this
+    machine (:class:`MeasuresLatency`). So the first background summary is started in
+    time for a model that takes minutes, not on a constant; the time grows faster than
+    the input (``ModelSpeed.depth_cost``), so a later start is not merely proportionally
+    later."""
 
-    fixed_s: float
-    per_token_s: float
+    speed: ModelSpeed
+    fixed_tokens: int
+    per_token: float
+    written: int
 
     def __post_init__(self) -> None:
-        values = (self.fixed_s, self.per_token_s)
-        if not all(math.isfinite(v) and v >= 0 for v in values):
-            raise ValueError(f"latency terms must be finite and non-negative, got {self}")
+        if not (math.isfinite(self.per_token) and self.per_token >= 0):
+            raise ValueError(f"per_token must be finite and non-negative, got {self}")
+        if self.fixed_tokens < 0 or self.written < 0:
+            raise ValueError(f"token counts must be non-negative, got {self}")
 
     def seconds(self, tokens: int) -> float:
         """Seconds a summary of ``tokens`` of usage (the engine's count) is expected to take."""
-        return self.fixed_s + self.per_token_s * max(0, tokens)
+        read = self.fixed_tokens + round(self.per_token * max(0, tokens))
+        return self.speed.seconds(read, self.written)
 
 
 @runtime_checkable
@@ -95,9 +104,10 @@ class MeasuresLatency(Protocol):
     timed yet, and uses the answer until one is."""
 
     async def measure_latency(
-        self, sample: Sequence[Msg], tokens: int
+        self, sample: SummaryRequest, tokens: int
     ) -> SummaryLatencyModel | None:
-        """The latency model, or ``None`` when it cannot tell. ``sample``: messages of the
-        conversation, ``tokens`` of usage by the engine's count (the summarizer's own
-        tokenizer may count them differently)."""
+        """The latency model, or ``None`` when it cannot tell. ``sample``: a summary request
+        of the conversation as it is (not to be answered: what a summary would read),
+        ``tokens``: the engine's count of its messages (the summarizer's own tokenizer may
+        count them differently)."""
         ...

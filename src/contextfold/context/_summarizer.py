@@ -239,28 +239,37 @@ class ModelSummarizer:
         )
 
     async def measure_latency(
-        self, sample: Sequence[Msg], tokens: int
+        self, sample: SummaryRequest, tokens: int
     ) -> SummaryLatencyModel | None:
         """This summarizer's latency, from its model's measured speed, when the model can
         measure it (``LocalChatModel.measure_speed``; a provider's model cannot without a
-        paid call: ``None``). See :class:`MeasuresLatency`: reading costs each token of
-        usage its share of the prompt rate, scaled by how many of this model's tokens the
-        ``sample`` is per token of the engine's count (a log's digits are several tokens
-        each to a small model's tokenizer); writing costs ``max_tokens`` (when the model
-        has one, else nothing) at the output rate. The instructions (a few hundred
-        tokens) and a second attempt are left to the caller's margin."""
+        paid call: ``None``). See :class:`MeasuresLatency`. Reading: what this
+        summarizer would send for ``sample`` (:meth:`prompt`), by its model's tokenizer,
+        at the prompt rate: its instructions and framing as a fixed part, and each token
+        of usage the share the sample's messages take per token of the engine's count
+        (``tokens``; a log's digits are several tokens each to a small model's
+        tokenizer). Writing: ``max_tokens`` (when the model has one) at the output rate;
+        both slower the deeper into the context (``ModelSpeed.depth_cost``).
+        A second attempt is left to the caller's margin."""
         measure = getattr(self.model, "measure_speed", None)
         if not callable(measure):
             return None
         speed = await measure()
         if not isinstance(speed, ModelSpeed):
             return None
-        ours = sum(self.model.token_counter.count_message(m) for m in sample)
-        ratio = ours / tokens if tokens > 0 and ours > 0 else 1.0
+        counter = self.model.token_counter
+        prompt = self.prompt(sample)
+        tools = prompt.offered
+        if tools is None:  # the transcript form: the summary tool is forced
+            tools = (ToolSpec(name=SUMMARY_TOOL, parameters=sample.schema),)
+        whole = counter.count_request(prompt.messages, tools)
+        ours = sum(counter.count_message(m) for m in sample.messages)
         written = getattr(self.model, "max_tokens", 0)
         return SummaryLatencyModel(
-            fixed_s=speed.seconds(0, written if isinstance(written, int) else 0),
-            per_token_s=ratio / speed.prompt_tokens_per_s,
+            speed=speed,
+            fixed_tokens=max(0, whole - ours),
+            per_token=ours / tokens if tokens > 0 and ours > 0 else 1.0,
+            written=written if isinstance(written, int) else 0,
         )
 
     def prompt(self, request: SummaryRequest) -> SummaryPrompt:

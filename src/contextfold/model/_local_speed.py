@@ -79,7 +79,12 @@ def measure_speed(llama: LlamaRuntime, *, model_name: str, context_size: int) ->
     stats = meter.snapshot()
     reading = max(stats.prompt_eval_seconds, 1e-6)
     writing = max(total - stats.prompt_eval_seconds, 1e-6)
+    read, written = max(1, stats.evaluated_tokens), max(1, done.completion_tokens)
+    k = llama.depth_cost
+    # The rates at the start of the context (``ModelSpeed``): these tokens sat a little
+    # way into it, each slower by ``k`` per token before it.
     return ModelSpeed(
-        prompt_tokens_per_s=max(1, stats.evaluated_tokens) / reading,
-        output_tokens_per_s=max(1, done.completion_tokens) / writing,
+        prompt_tokens_per_s=read / reading * (1 + k * (read - 1) / 2),
+        output_tokens_per_s=written / writing * (1 + k * (read + (written - 1) / 2)),
+        depth_cost=k,
     )
