@@ -466,7 +466,7 @@ async def main() -> None:
         f = figures(r["waits"], r["latencies"])
         name = (
             f"background (start at {args.start_ratio:g}, wait at {args.wait_ratio:g}, first "
-            f"latency assumed {args.assumed_latency:g} s)"
+            f"latency the summarizer's measure, else assumed {args.assumed_latency:g} s)"
         )
         if not background:
             name = "blocking (at the trigger)"
