@@ -49,8 +49,10 @@ from contextfold.context import (
     CompressionEvent,
     ContextConfig,
     ContextEvent,
+    MeasuresLatency,
     ModelSummarizer,
     Summarizer,
+    SummaryLatencyModel,
     SummaryRequest,
     SummaryResult,
 )
@@ -59,6 +61,8 @@ from contextfold.middleware import AgentView, Middleware
 from contextfold.model import ScriptedModel, ScriptedRequest
 from contextfold.tool import FunctionTool, Toolkit
 
+T0 = time.monotonic()
+"""The benchmark's start: summary calls are printed with their start since then."""
 WINDOW = 16_000
 REPLAY_WINDOW = 16_000
 LOCAL_WINDOW = 8_192
@@ -104,10 +108,30 @@ class TimedSummarizer:
 
     inner: Summarizer
     latencies: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    """When each call started, seconds since the benchmark started (do rows overlap?)."""
     failures: int = 0
+    measured: list[tuple[SummaryLatencyModel, int]] = field(default_factory=list)
+    """The summarizer's own measures of its latency (``MeasuresLatency``), each with the
+    sample's tokens, and how long measuring took."""
+    measuring_s: float = 0.0
+
+    async def measure_latency(
+        self, sample: SummaryRequest, tokens: int
+    ) -> SummaryLatencyModel | None:
+        """The inner summarizer's measure (the embedded model's), passed on and noted."""
+        if not isinstance(self.inner, MeasuresLatency):
+            return None
+        started = time.monotonic()
+        measured = await self.inner.measure_latency(sample, tokens)
+        self.measuring_s += time.monotonic() - started
+        if measured is not None:
+            self.measured.append((measured, tokens))
+        return measured
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         started = time.monotonic()
+        self.starts.append(started - T0)
         try:
             return await self.inner.summarize(request)
         except Exception:
@@ -202,7 +226,10 @@ async def run(
         "discarded": discarded,
         "wall": wall,
         "latencies": timed.latencies,
+        "starts": timed.starts,
         "failures": timed.failures,
+        "measured": timed.measured,
+        "measuring_s": timed.measuring_s,
     }
 
 
@@ -382,6 +409,13 @@ async def main() -> None:
         default=BackgroundConfig().start_ratio,
         help="BackgroundConfig.start_ratio: the earliest mark a summary starts at",
     )
+    parser.add_argument(
+        "--only",
+        choices=("blocking", "background"),
+        default=None,
+        help="one row alone (with --summarizer local the rows otherwise run side by side, "
+        "two llama.cpp instances sharing the cores)",
+    )
     args = parser.parse_args()
     LINES = args.lines
     chosen = BackgroundConfig(
@@ -422,16 +456,17 @@ async def main() -> None:
             summarizer=local_summarizer if local else None,
         )
 
+    modes = [False, True] if args.only is None else [args.only == "background"]
     if local:
         # Side by side: both rows' summaries share the machine's load at the same time.
-        results = list(await asyncio.gather(one(False), one(True)))
+        results = list(await asyncio.gather(*(one(b) for b in modes)))
     else:
-        results = [await one(False), await one(True)]
-    for background, r in zip((False, True), results, strict=True):
+        results = [await one(b) for b in modes]
+    for background, r in zip(modes, results, strict=True):
         f = figures(r["waits"], r["latencies"])
         name = (
             f"background (start at {args.start_ratio:g}, wait at {args.wait_ratio:g}, first "
-            f"latency assumed {args.assumed_latency:g} s)"
+            f"latency the summarizer's measure, else assumed {args.assumed_latency:g} s)"
         )
         if not background:
             name = "blocking (at the trigger)"
@@ -445,9 +480,23 @@ async def main() -> None:
         if local:
             print(
                 f"  load average {_load()}; waits {[round(w, 1) for w in r['waits']]}, latencies "
-                f"{[round(x, 1) for x in r['latencies']]}",
+                f"{[round(x, 1) for x in r['latencies']]}, started at "
+                f"{[round(x) for x in r['starts']]} s",
                 flush=True,
             )
+            for measured, tokens in r["measured"]:
+                speed = measured.speed
+                trigger = int(0.8 * window)
+                print(
+                    f"  first latency measured by the summarizer ({r['measuring_s']:.1f} s, "
+                    f"loading included; sample of {tokens} tokens): reads "
+                    f"{speed.prompt_tokens_per_s:.0f} tokens/s, writes "
+                    f"{speed.output_tokens_per_s:.1f}/s, depth cost {speed.depth_cost:.2e}; "
+                    f"{measured.fixed_tokens} tokens of instructions, {measured.per_token:.2f} "
+                    f"of its tokens per ours, {measured.written} written; expected at the "
+                    f"trigger ({trigger} tokens): {measured.seconds(trigger):.0f} s",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

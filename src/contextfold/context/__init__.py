@@ -38,6 +38,7 @@ from ._config import (
 from ._engine import ContextEngine
 from ._extractive import EmptySummarizer, ExtractiveSummarizer, extractive_summary, summarize_items
 from ._hint import HINT_NAME
+from ._latency import MeasuresLatency, SummaryLatencyModel
 from ._layer import SUMMARY_NAME, PartBudget, SummaryLayer, is_summary
 from ._ledger import ArtifactLedger, extract_ledger
 from ._plan import CompactionPlan, SummaryPlan
@@ -116,6 +117,7 @@ __all__ = [
     "LayerConfig",
     "MaskTier",
     "MaskingConfig",
+    "MeasuresLatency",
     "ModelInput",
     "ModelSummarizer",
     "Outcome",
@@ -124,6 +126,7 @@ __all__ = [
     "Redactor",
     "Summarizer",
     "SummarizerOptions",
+    "SummaryLatencyModel",
     "SummaryLayer",
     "SummaryPlan",
     "SummaryPrompt",

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ..message import ToolSpec
+from ._latency import MeasuresLatency, SummaryLatencyModel
 from ._plan import CompactionPlan, plan_compaction
 from ._prefetch import Prepared
+from ._summarizer import SummaryRequest
 from ._types import (
     CompressionEvent,
     CompressionRequest,
@@ -51,6 +53,7 @@ class Ahead:
         prefetch, trigger = engine.background, engine._accounts.trigger(config)
         deadline = prefetch.deadline(config, size)
         prefetch.observe(usage.total)
+        self._measure(system_prompt, tools)
         prepared = prefetch.peek()
         after = None
         if prepared is not None and prepared.applies_to(engine._layer, engine._context):
@@ -73,6 +76,32 @@ class Ahead:
             prefix = engine._input(system_prompt, tools, usage)
             await self._start(key, prefix, "auto", seen=not over)
         return usage if not over or prefetch.defers(usage.total, deadline) else None
+
+    def _measure(self, system_prompt: str, tools: Sequence[ToolSpec]) -> None:
+        """Once the context has grown over two steps (a rate is known, and the sample holds
+        what the agent reads, not only its instructions), ask a summarizer that can
+        measure its latency to do so (:meth:`Prefetch.measure`), on a summary request of
+        the conversation as it is then (never sent)."""
+        engine = self._engine
+        summarizer = engine.summarizer
+        if engine.background.rate is None or not isinstance(summarizer, MeasuresLatency):
+            return
+
+        def measure() -> Awaitable[SummaryLatencyModel | None]:
+            config = engine.config
+            usage = engine.usage(system_prompt, tools)
+            sample = SummaryRequest(
+                messages=tuple(engine._context),
+                previous=engine.summary,
+                instructions=config.compression_prompt,
+                hints=(),
+                schema=config.summary_schema,
+                prefix=engine._input(system_prompt, tools, usage),
+            )
+            tokens = sum(engine.counter.count_message(m) for m in sample.messages)
+            return summarizer.measure_latency(sample, tokens)
+
+        engine.background.measure(measure)
 
     async def between_turns(
         self, system_prompt: str, tools: Sequence[ToolSpec], growth: int

@@ -176,12 +176,16 @@ class BackgroundConfig(BaseModel):
     it starts as late as it can and still be ready in time: once, at that rate, the point
     where the agent would wait for it (``wait_ratio``) comes within 1.25 times its
     latency: the slowest of the last five summaries timed (blocking ones too), scaled up
-    to a larger input, ``assumed_latency_s`` until one is. The later the snapshot, the
+    to a larger input; until one is, the summarizer's own measure, else
+    ``assumed_latency_s``. The later the snapshot, the
     more a summary folds."""
 
     assumed_latency_s: float = Field(default=10.0, gt=0)
     """The summary's latency assumed until one has been measured (the first summary of a
-    session): a model writing a summary of a window takes seconds to a minute. A larger
+    session), unless the summarizer measures its own (``MeasuresLatency``: a
+    ``ModelSummarizer`` over the embedded model does, in the background, once the context
+    has grown over two steps): a model writing a summary of a window takes seconds to a
+    minute. A larger
     value starts the first summary earlier (it folds less, and more are discarded at the
     run's end); a smaller one risks a wait when the context grows fast."""
 

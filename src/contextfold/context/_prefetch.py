@@ -23,7 +23,7 @@ from ..message import Msg
 from ._clock import Clock, SystemClock
 from ._compaction import Outcome
 from ._config import ContextConfig
-from ._latency import SummaryLatencies
+from ._latency import SummaryLatencies, SummaryLatencyModel
 from ._plan import CompactionPlan
 from ._types import BackgroundCompactionEvent, ContextEvent
 
@@ -91,6 +91,10 @@ class Prefetch(Generic[P]):
         self.latencies = SummaryLatencies()
         """The summaries timed in this conversation (background and blocking), which
         :meth:`expected_latency` reads."""
+        self.latency_model: SummaryLatencyModel | None = None
+        """The summarizer's own measure of its latency (:meth:`measure`), used until a
+        summary is timed."""
+        self._measuring: asyncio.Task[None] | None = None
         self.applied = 0
         """Prepared compactions swapped in at the trigger."""
         self.discarded = 0
@@ -213,12 +217,40 @@ class Prefetch(Generic[P]):
     def expected_latency(self, tokens: int, config: ContextConfig) -> float | None:
         """Seconds a summary started at ``tokens`` of usage is expected to take: the
         conservative estimate of :attr:`latencies` (every summary timed in this
-        conversation, blocking ones too), ``assumed_latency_s`` until one was timed;
-        ``None`` without ``config.background``."""
+        conversation, blocking ones too); until one was timed, the summarizer's own
+        measure (:attr:`latency_model`, once :meth:`measure` has it), else
+        ``assumed_latency_s``; ``None`` without ``config.background``."""
         if config.background is None:
             return None
         estimate = self.latencies.estimate(tokens)
+        if estimate is None and self.latency_model is not None:
+            estimate = self.latency_model.seconds(tokens)
         return config.background.assumed_latency_s if estimate is None else estimate
+
+    def measure(self, measure: Callable[[], Awaitable[SummaryLatencyModel | None]]) -> None:
+        """Ask, once and in the background, for the summarizer's measure of its latency
+        (``MeasuresLatency``), while none is timed: the first summary is then started on
+        it, not on ``assumed_latency_s`` (the embedded model took minutes, not 10 s). The
+        agent does not wait for it; a failure leaves the assumed latency. Asked again
+        only if the event loop it ran on ended before it finished."""
+        if self.latency_model is not None or self.latencies.last is not None:
+            return
+        task = self._measuring
+        if (
+            task is not None
+            and not task.cancelled()
+            and (task.done() or task.get_loop() is asyncio.get_running_loop())
+        ):
+            return
+        self._measuring = asyncio.get_running_loop().create_task(self._measure(measure))
+
+    async def _measure(self, measure: Callable[[], Awaitable[SummaryLatencyModel | None]]) -> None:
+        try:
+            self.latency_model = await measure()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the model could not load or run: assume, as before
+            logger.warning("summarizer latency not measured: %s: %s", type(exc).__name__, exc)
 
     def note_latency(self, seconds: float, tokens: int = 0) -> None:
         """A summary took ``seconds`` from ``tokens`` of usage (one written at the trigger,

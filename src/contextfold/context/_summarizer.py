@@ -33,10 +33,11 @@ from ..message import (
     Usage,
     marker_of,
 )
-from ..model import ChatModelBase
+from ..model import ChatModelBase, ModelSpeed
 from ..token import TokenCounter
 from ._config import DEFAULT_SUMMARY_UPDATE_PROMPT
 from ._cut import HeadTailCut
+from ._latency import SummaryLatencyModel
 from ._layer import SummaryLayer, is_summary
 from ._types import ModelInput
 
@@ -235,6 +236,40 @@ class ModelSummarizer:
             attempts=output.attempts,
             uncovered=prompt.uncovered,
             cut=prompt.cut,
+        )
+
+    async def measure_latency(
+        self, sample: SummaryRequest, tokens: int
+    ) -> SummaryLatencyModel | None:
+        """This summarizer's latency, from its model's measured speed, when the model can
+        measure it (``LocalChatModel.measure_speed``; a provider's model cannot without a
+        paid call: ``None``). See :class:`MeasuresLatency`. Reading: what this
+        summarizer would send for ``sample`` (:meth:`prompt`), by its model's tokenizer,
+        at the prompt rate: its instructions and framing as a fixed part, and each token
+        of usage the share the sample's messages take per token of the engine's count
+        (``tokens``; a log's digits are several tokens each to a small model's
+        tokenizer). Writing: ``max_tokens`` (when the model has one) at the output rate;
+        both slower the deeper into the context (``ModelSpeed.depth_cost``).
+        A second attempt is left to the caller's margin."""
+        measure = getattr(self.model, "measure_speed", None)
+        if not callable(measure):
+            return None
+        speed = await measure()
+        if not isinstance(speed, ModelSpeed):
+            return None
+        counter = self.model.token_counter
+        prompt = self.prompt(sample)
+        tools = prompt.offered
+        if tools is None:  # the transcript form: the summary tool is forced
+            tools = (ToolSpec(name=SUMMARY_TOOL, parameters=sample.schema),)
+        whole = counter.count_request(prompt.messages, tools)
+        ours = sum(counter.count_message(m) for m in sample.messages)
+        written = getattr(self.model, "max_tokens", 0)
+        return SummaryLatencyModel(
+            speed=speed,
+            fixed_tokens=max(0, whole - ours),
+            per_token=ours / tokens if tokens > 0 and ours > 0 else 1.0,
+            written=written if isinstance(written, int) else 0,
         )
 
     def prompt(self, request: SummaryRequest) -> SummaryPrompt:

@@ -15,6 +15,7 @@ from ._response import (
     ToolCallDelta,
 )
 from ._scripted import ScriptedModel, ScriptedReply, ScriptedRequest, text_reply, tool_reply
+from ._speed import ModelSpeed
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
@@ -47,6 +48,7 @@ __all__ = [
     "LocalChatModel",
     "ModelCall",
     "ModelCallListener",
+    "ModelSpeed",
     "ModelStreamEvent",
     "OpenAIChatModel",
     "ResponseCompleted",

@@ -21,8 +21,10 @@ from ._local_completion import Completion, complete, load_llama
 from ._local_grammar import GrammarCache, bounded_strings
 from ._local_json import RETRY, json_answer, json_response, schema_instruction
 from ._local_kvcache import KVCacheMeter, KVCacheStats
+from ._local_speed import measure_speed
 from ._local_turn import Emit, Turn, TurnRunner, check_tool_choice
 from ._response import ChatResponse, ModelStreamEvent, ResponseCompleted
+from ._speed import ModelSpeed
 
 if TYPE_CHECKING:
     from ._local_runtime import LlamaRuntime
@@ -94,6 +96,7 @@ class LocalChatModel(ChatModelBase):
         self._lock = threading.Lock()
         self._grammars = GrammarCache()
         self._meter = KVCacheMeter()
+        self._speed: ModelSpeed | None = None
 
     @property
     def token_counter(self) -> LlamaTokenCounter:
@@ -105,7 +108,25 @@ class LocalChatModel(ChatModelBase):
         """A snapshot of the KV-cache totals over every completion this model ran."""
         return self._meter.snapshot()
 
+    async def measure_speed(self) -> ModelSpeed:
+        """This machine's speed for this model: loads the weights if they are not yet, then
+        times one short completion of a fixed prompt (a few hundred tokens read, a few
+        dozen written: seconds). Measured once and kept. Why: a caller timing a call before
+        making one (the background compaction's first summary) has no other measure; a
+        constant guess was minutes off on a loaded CPU. Not counted in :attr:`kv_cache`."""
+        if self._speed is None:
+            self._speed = await asyncio.to_thread(self._measure)
+        return self._speed
+
     # -- llama.cpp, always called with self._lock held, in a worker thread ------------
+
+    def _measure(self) -> ModelSpeed:
+        with self._lock:
+            if self._speed is None:
+                self._speed = measure_speed(
+                    self._load(), model_name=self.model_name, context_size=self.context_size
+                )
+            return self._speed
 
     def _load(self) -> LlamaRuntime:
         if self._llama is None:

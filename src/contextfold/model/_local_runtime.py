@@ -80,6 +80,16 @@ class LlamaRuntime:
         self.held: list[int] = []
         """The tokens the KV cache holds, in order."""
 
+    @property
+    def depth_cost(self) -> float:
+        """How much a token's compute grows per token before it in the context, as a share
+        of the weights' own: attention multiplies a query and a value by each earlier
+        position in every layer (``4 n_layer n_embd`` per position) against ``2 n_params``
+        for the weights. SmolLM2-135M: 2.6e-4, so a token at position 4,000 costs about
+        twice one at the start (see ``ModelSpeed``)."""
+        params = int(self._model.n_params)
+        return 2 * int(self._model.n_layer) * int(self._model.n_embd) / params if params else 0.0
+
     def close(self) -> None:
         self._ctx.close()
         self._model.close()
