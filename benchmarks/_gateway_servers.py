@@ -112,12 +112,7 @@ async def _upstream(port: int, delay: float) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                body = await reader.readexactly(length)
+                _, body = await _read_message(reader)
                 if b'"stream":true' in body or b'"stream": true' in body:
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -175,7 +170,8 @@ def _relay_app(upstream: str) -> Any:
 
 
 async def _read_message(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
-    """A head and a body framed by its ``content-length`` (the floors' only framing)."""
+    """A head and a body framed by its ``content-length`` (the only framing the upstream
+    and the floors read)."""
     head = await reader.readuntil(b"\r\n\r\n")
     length = 0
     for line in head.split(b"\r\n"):
