@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from contextfold.message import Msg
 from contextfold.model import LocalChatModel
-from contextfold.model._local_runtime import _ready
+from contextfold.model._local_runtime import _ready, default_threads
 
 ROOT = Path(__file__).parents[2]
 
@@ -82,3 +83,21 @@ async def test_the_kv_cache_meter_reads_llama_cpp_timings(local_model: LocalChat
     assert after.completions == before.completions + 1
     assert after.evaluated_tokens > before.evaluated_tokens
     assert after.prompt_eval_seconds > before.prompt_eval_seconds
+
+
+def test_threads_follow_the_cpus_the_process_may_use() -> None:
+    # Pinned to one CPU (taskset, a container's cpuset) on a machine with more, two
+    # llama.cpp threads would wait for each other at every layer's barrier.
+    child = (
+        "import os\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from contextfold.model import embedded_model_path\n"
+        "from contextfold.model._local_runtime import LlamaRuntime\n"
+        "r = LlamaRuntime(embedded_model_path(), n_ctx=512, n_threads=None)\n"
+        "print(r._ctx.n_threads(), r._ctx.n_threads_batch())\n"
+    )
+    pinned = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert pinned.stdout.split() == ["1", "1"]
+    assert default_threads(3) == (3, 3)  # asked for: used for both

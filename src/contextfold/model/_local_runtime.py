@@ -21,7 +21,14 @@ from typing import Any
 
 from .._exceptions import MissingDependencyError, ModelError
 
-__all__ = ["Generation", "LlamaRuntime", "PerfCounters", "cyllama"]
+__all__ = [
+    "Generation",
+    "LlamaRuntime",
+    "PerfCounters",
+    "cyllama",
+    "default_threads",
+    "usable_cores",
+]
 
 _BATCH = 512
 _PENALTY_LAST_N = 64
@@ -56,6 +63,25 @@ class Generation:
     finish_reason: str
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (``taskset``, a container's cpuset), not the
+    machine's: llama.cpp's threads meet at a barrier after every layer, so one thread more
+    than the CPUs it may use makes every layer wait for a descheduled thread."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_threads(n_threads: int | None) -> tuple[int, int]:
+    """Threads for generating and for reading a prompt: ``n_threads`` for both if given,
+    else half the usable cores for generation (memory-bound) and all of them for prompts."""
+    if n_threads:
+        return n_threads, n_threads
+    cores = usable_cores()
+    return max(cores // 2, 1), cores
+
+
 class LlamaRuntime:
     """A GGUF model and one context on it; not thread safe (the caller holds a lock)."""
 
@@ -71,9 +97,7 @@ class LlamaRuntime:
         params.n_ctx = n_ctx
         params.n_batch = min(n_ctx, _BATCH)
         params.n_ubatch = min(n_ctx, _BATCH)
-        cores = os.cpu_count() or 1
-        params.n_threads = n_threads or max(cores // 2, 1)
-        params.n_threads_batch = n_threads or cores
+        params.n_threads, params.n_threads_batch = default_threads(n_threads)
         params.no_perf = False  # cyllama's default: the KV-cache meter reads these timings
         self._ctx = cy.LlamaContext(self._model, params)
         self.n_ctx = n_ctx
