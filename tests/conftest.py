@@ -23,7 +23,7 @@ MODEL_FIXTURES = frozenset(
     {"llama_server", "local_model", "counting_model", "llama_server_format", "demo_run"}
 )
 """Fixtures that run the embedded model (the llama.cpp server, the model in process, the
-demo's run on it): a test on one of them is ``serial``."""
+demo's run on it): a test on one of them is ``model``."""
 
 
 @pytest.fixture(scope="session")
@@ -108,12 +108,24 @@ def s3_prefix() -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test on the embedded model is ``serial``: llama.cpp runs on both cores, and beside
-    another test its threads wait on each other at every barrier (the demo, 68 s alone,
-    went past its 300 s timeout next to a second xdist worker)."""
+    """A test on the embedded model is ``model``: .ci/test runs those on workers of their
+    own, each pinned to one CPU (``pin_model_workers``), so that llama.cpp runs one thread
+    there and never waits at a barrier for a thread another test descheduled (the demo,
+    68 s alone, went past its 300 s timeout with two threads beside an xdist worker)."""
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.model)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``CONTEXTFOLD_TEST_PIN_WORKERS=1`` (.ci/test's model lane), pin each xdist
+    worker, and so the llama.cpp servers and demo runs it starts, to one CPU of its own:
+    the embedded model's runtime and the server take their thread counts from the CPUs
+    the process may use."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if os.environ.get("CONTEXTFOLD_TEST_PIN_WORKERS") == "1" and worker.startswith("gw"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(worker[2:]) % len(cpus)]})
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -10,7 +10,7 @@ from contextfold.middleware import ModelCallContext, model_call_middleware
 from contextfold.model import ChatResponse
 from contextfold.tool import Toolkit
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # runs the embedded model on both cores
+pytestmark = [pytest.mark.slow, pytest.mark.model]  # runs the embedded model
 
 
 def local_model() -> Any:

@@ -188,7 +188,7 @@ def test_a_body_that_is_not_json_gets_each_providers_error(scripted_gateway: str
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # runs the embedded model on both cores
+@pytest.mark.model  # runs the embedded model
 def test_the_embedded_model_answers_through_the_gateway() -> None:
     pytest.importorskip("cyllama", reason="needs contextfold[local]")
     from contextfold.model import LocalChatModel
@@ -214,7 +214,7 @@ def test_the_embedded_model_answers_through_the_gateway() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # runs the embedded model on both cores
+@pytest.mark.model  # runs the embedded model
 def test_serve_without_upstream_starts_the_embedded_model() -> None:
     pytest.importorskip("cyllama", reason="needs contextfold[local]")
     port = free_port()

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("cyllama", reason="the embedded model needs the 'local' extra")
 
 from contextfold.model import LocalChatModel, embedded_model_path
+from contextfold.model._local_runtime import default_threads
 from contextfold.token._llama import LlamaTokenCounter
 
 
@@ -30,9 +31,12 @@ def llama_server_format() -> Any:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python's chat handler: 'server' extra")
     from llama_cpp import Llama
 
+    generate, read = default_threads(None)  # the CPUs this worker may use
     return Llama(
         str(embedded_model_path()),
         n_ctx=2048,
+        n_threads=generate,
+        n_threads_batch=read,
         chat_format="chatml-function-calling",
         verbose=False,
     )

@@ -169,7 +169,7 @@ def test_malformed_arguments_become_input_error(text: str, problem: str) -> None
     assert problem in call.input_error
 
 
-@pytest.mark.serial  # runs the embedded model on both cores
+@pytest.mark.model  # runs the embedded model
 async def test_a_five_field_summary_closes_within_max_tokens() -> None:
     # Unbounded, the small model runs a field on until the answer is cut at max_tokens
     # and the cut JSON is no answer; each string's maxLength, scaled to max_tokens, makes

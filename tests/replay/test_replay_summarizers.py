@@ -47,7 +47,7 @@ def _toy(n: int) -> Trajectory:
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # runs the embedded model on both cores
+@pytest.mark.model  # runs the embedded model
 async def test_replay_with_the_embedded_model_writes_real_summaries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
