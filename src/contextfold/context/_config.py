@@ -160,12 +160,13 @@ class LayerConfig(BaseModel):
 class BackgroundConfig(BaseModel):
     """Compaction prepared off the critical path: shortly before the trigger (see
     ``start_ratio``), the summary of a snapshot is written in the background while the
-    agent keeps working from the full context; at the trigger the prepared summary is
-    swapped in and everything that arrived after the snapshot is kept, so the agent waits
-    only for what is left of the summary, if anything. When the context grows so fast that
-    the next summary is due as soon as one is swapped in, each is swapped in as soon as it
-    is ready and the next starts at once (still one in flight at a time); a step that
-    jumps past the trigger with none in flight starts one there."""
+    agent keeps working from the full context; at the first step it is ready (below the
+    trigger when it frees ``reserve_ratio`` of the window and a typical step, else at the
+    trigger) the prepared summary is swapped in and everything that arrived after the
+    snapshot is kept, so the agent waits only for what is left of the summary, if
+    anything. When the context grows fast the summaries chain: the next starts as soon as
+    one is swapped in (still one in flight at a time); a step that jumps past the trigger
+    with none in flight starts one there."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -173,12 +174,14 @@ class BackgroundConfig(BaseModel):
     """Between ``reserve_ratio`` and ``trigger_ratio``: a summary never starts below
     halfway between ``reserve_ratio`` and this mark, and starts past it while the rate
     the context grows at is not known yet (fewer than two steps added to it). Otherwise
-    it starts as late as it can and still be ready in time: once, at that rate, the point
-    where the agent would wait for it (``wait_ratio``) comes within 1.25 times its
-    latency: the slowest of the last five summaries timed (blocking ones too), scaled up
-    to a larger input; until one is, the summarizer's own measure, else
-    ``assumed_latency_s``. The later the snapshot, the
-    more a summary folds."""
+    it starts as late as it can and still be ready in time: once, at that rate, the
+    trigger comes within its latency and half a typical step (ready when usage crosses
+    it), or the point where the agent would wait for it (``wait_ratio``) within 1.25
+    times its latency and a typical step. Its latency: the slowest of the last five
+    summaries timed (blocking ones too), scaled up to a larger input; until one is, the
+    summarizer's own measure, else ``assumed_latency_s``. The later the snapshot, the
+    more a summary folds; a summary ready early is swapped in at once (each step held
+    would be a turn kept beside it)."""
 
     assumed_latency_s: float = Field(default=10.0, gt=0)
     """The summary's latency assumed until one has been measured (the first summary of a
