@@ -10,6 +10,8 @@ from typing import Any
 
 import httpcore
 
+from ._net import LoopStream
+
 __all__ = ["Dialer", "Wire"]
 
 
@@ -38,9 +40,14 @@ class Wire(httpcore.AsyncNetworkStream):
             self.hold = False
             self._held = buffer
             return
-        if self._held:
-            buffer, self._held = self._held + buffer, b""
-        await self.stream.write(buffer, timeout)
+        if not self._held:
+            await self.stream.write(buffer, timeout)
+            return
+        head, self._held = self._held, b""
+        if isinstance(self.stream, LoopStream):  # both in one write, the body not copied
+            await self.stream.write_parts((head, buffer), timeout)
+        else:
+            await self.stream.write(head + buffer, timeout)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
