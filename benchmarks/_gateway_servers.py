@@ -272,7 +272,10 @@ def _bare_app(upstream: str, client: str) -> Any:
                 "headers": [(b"content-length", length)],
             }
         )
-        async for part in opened.aiter_raw():
+        # The gateway's answer is its own type, the body as received (decoded only when
+        # the upstream sent a content-encoding, which this one does not).
+        parts = opened.aiter_bytes() if client == "gateway" else opened.aiter_raw()
+        async for part in parts:
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         await opened.aclose()

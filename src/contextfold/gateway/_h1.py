@@ -8,7 +8,10 @@ headers) and what providers answer (a head, then a body framed by ``content-leng
 operations: on a 229 KB request relayed on loopback it was about 0.15 ms of CPU less per
 request (``benchmarks/fig_gateway_latency.py``). The interface is httpcore's connection
 interface as :class:`~contextfold.gateway._pool.StackPool` uses it, so the pool's rules
-(reuse, expiry, the retry of a request an idle connection's close crossed) are unchanged:
+(reuse, expiry, the retry of a request an idle connection's close crossed) are unchanged;
+under it, :meth:`H1Connection.exchange` takes a request as a function that writes it and
+gives the answer's :class:`Head` and :class:`AnswerBody` (the gateway's own requests,
+``StackPool.exchange``, use it without httpcore's request and response objects):
 an answer read to its end leaves the connection idle for the next request; one closed
 early, cancelled or failed closes it. Errors are httpcore's types, as its connection
 raises them: an end of stream before any answer is its ``RemoteProtocolError``.
@@ -18,12 +21,12 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import httpcore
 
-__all__ = ["H1Connection"]
+__all__ = ["AnswerBody", "H1Connection", "Head", "encode_head"]
 
 MAX_HEAD = 64 * 1024
 """Bytes an answer's status line and headers may take."""
@@ -31,6 +34,15 @@ READ_SIZE = 64 * 1024
 """Bytes asked of the socket per read."""
 
 _NO_BODY_STATUS = frozenset({204, 304})
+
+
+class Head(NamedTuple):
+    """An answer's status line and headers, as received."""
+
+    status: int
+    reason: bytes
+    version: bytes
+    headers: list[tuple[bytes, bytes]]
 
 
 class H1Connection:
@@ -79,7 +91,7 @@ class H1Connection:
         if stream is not None:
             await stream.aclose()
 
-    async def _connect(self, timeouts: dict[str, float | None]) -> httpcore.AsyncNetworkStream:
+    async def _connect(self, timeouts: Mapping[str, float | None]) -> httpcore.AsyncNetworkStream:
         host = self._origin.host.decode("ascii")
         stream = await self._backend.connect_tcp(
             host,
@@ -101,43 +113,58 @@ class H1Connection:
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         """Send ``request`` and read its answer's head; the body is read as the returned
         response's stream is."""
+        timeouts: Mapping[str, float | None] = request.extensions.get("timeout", {})
+        write = timeouts.get("write")
+
+        async def send(stream: httpcore.AsyncNetworkStream) -> None:
+            await _send(stream, request, write)
+
+        head, body = await self.exchange(request.method, send, timeouts)
+        return httpcore.Response(
+            status=head.status,
+            headers=head.headers,
+            content=body,
+            extensions={
+                "http_version": head.version,
+                "reason_phrase": head.reason,
+                "network_stream": self._stream,
+            },
+        )
+
+    async def exchange(
+        self,
+        method: bytes,
+        send: Callable[[httpcore.AsyncNetworkStream], Awaitable[None]],
+        timeouts: Mapping[str, float | None],
+    ) -> tuple[Head, AnswerBody]:
+        """Write a request with ``send`` (dialling first if need be) and read its answer's
+        head; the body is read as the returned :class:`AnswerBody` is iterated."""
         if not self.is_idle():
             raise httpcore.ConnectionNotAvailable()
         self._idle = False
         self._expire_at = None
-        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         try:
             if self._stream is None:
                 self._stream = await self._connect(timeouts)
             stream = self._stream
-            await _send(stream, request, timeouts.get("write"))
+            await send(stream)
             reader = _Reader(stream, timeouts.get("read"))
             while True:
-                status, reason, version, headers = await reader.head()
-                if not 100 <= status < 200 or status == 101:
+                head = await reader.head()
+                if not 100 <= head.status < 200 or head.status == 101:
                     break  # 1xx answers (103 Early Hints) come before the real one
         except BaseException:
             await self.aclose()
             raise
         keep = (
-            version == b"HTTP/1.1"
-            and status != 101  # the connection now speaks another protocol
-            and not _has_token(headers, b"connection", b"close")
+            head.version == b"HTTP/1.1"
+            and head.status != 101  # the connection now speaks another protocol
+            and not _has_token(head.headers, b"connection", b"close")
         )
-        framing = _framing(request.method, status, headers)
+        framing = _framing(method, head.status, head.headers)
         if framing is None:  # read to the connection's end: it cannot be reused
             keep = False
-        body = _Body(self, reader, framing, keep)
-        return httpcore.Response(
-            status=status,
-            headers=headers,
-            content=body,
-            extensions={
-                "http_version": version,
-                "reason_phrase": reason,
-                "network_stream": stream,
-            },
-        )
+        return head, AnswerBody(self, reader, framing, keep)
 
     def body_read(self, *, keep: bool) -> None:
         """The answer was read to its end: idle again if ``keep``."""
@@ -145,6 +172,20 @@ class H1Connection:
             self._idle = True
             if self._keepalive_expiry is not None:
                 self._expire_at = time.monotonic() + self._keepalive_expiry
+
+
+def encode_head(
+    method: bytes, target: bytes, headers: Iterable[tuple[bytes, bytes]]
+) -> list[bytes]:
+    """A request's line and header lines (without the blank line that ends the head); a
+    ``LocalProtocolError`` if a name or value holds a line break (it would split the
+    request on the wire)."""
+    lines = [b"%s %s HTTP/1.1\r\n" % (method, target)]
+    for name, value in headers:
+        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
+            raise httpcore.LocalProtocolError(f"header {name!r} has a line break")
+        lines.append(b"%s: %s\r\n" % (name, value))
+    return lines
 
 
 async def _send(
@@ -159,13 +200,7 @@ async def _send(
     content = request.stream
     assert isinstance(content, AsyncIterable)
     chunked = _has_token(request.headers, b"transfer-encoding", b"chunked")
-    lines = [b"%s %s HTTP/1.1\r\n" % (request.method, request.url.target)]
-    sized = False
-    for name, value in request.headers:
-        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
-            raise httpcore.LocalProtocolError(f"header {name!r} has a line break")
-        sized = sized or name.lower() == b"content-length"
-        lines.append(b"%s: %s\r\n" % (name, value))
+    lines = encode_head(request.method, request.url.target, request.headers)
     if chunked:
         lines.append(b"\r\n")
         await stream.write(b"".join(lines), timeout)
@@ -174,6 +209,7 @@ async def _send(
                 await stream.write(b"%x\r\n%s\r\n" % (len(part), part), timeout)
         await stream.write(b"0\r\n\r\n", timeout)
         return
+    sized = any(name.lower() == b"content-length" for name, _ in request.headers)
     parts = [part async for part in content]
     body = parts[0] if len(parts) == 1 else b"".join(parts)
     if not sized and body:
@@ -255,7 +291,7 @@ class _Reader:
             if not await self.more():
                 raise httpcore.RemoteProtocolError("the upstream closed the connection mid-answer")
 
-    async def head(self) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+    async def head(self) -> Head:
         """The status, reason, version and headers of the next answer."""
         while True:
             end = self.buffer.find(b"\r\n\r\n", self.pos)
@@ -281,10 +317,10 @@ class _Reader:
             if not colon or not name or name != name.strip():
                 raise httpcore.RemoteProtocolError(f"malformed header line {line[:80]!r}")
             headers.append((name, value.strip()))
-        return int(parts[1]), parts[2] if len(parts) > 2 else b"", parts[0], headers
+        return Head(int(parts[1]), parts[2] if len(parts) > 2 else b"", parts[0], headers)
 
 
-class _Body:
+class AnswerBody:
     """An answer's body as it arrives; the connection idle again once it was read to its
     end, closed if it is closed before."""
 

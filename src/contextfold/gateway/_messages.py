@@ -314,9 +314,7 @@ async def messages(request: Request) -> Response:
         pending = outcome.compaction
         try:
             summarizer, spent = _summarizer(request, body)
-            done = await race_disconnect(
-                request.receive, lambda: compact(pending, summarizer, spent=spent)
-            )
+            done = await race_disconnect(request, lambda: compact(pending, summarizer, spent=spent))
         except ClientGone:
             gateway.metrics.upstream_errors["cancelled"] += 1
             return Response(status_code=CLIENT_GONE)
@@ -354,7 +352,7 @@ async def messages(request: Request) -> Response:
             headers=relayed_headers(opened.headers),
         )
     try:
-        raw = await race_disconnect(request.receive, lambda: gateway.upstream.read(opened))
+        raw = await race_disconnect(request, lambda: gateway.upstream.read(opened))
     except UpstreamFailure as failure:
         return error_response("anthropic", failure.status, failure.message)
     except ClientGone:

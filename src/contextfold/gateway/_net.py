@@ -130,13 +130,25 @@ class LoopStream(httpcore.AsyncNetworkStream):
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        if not buffer:
-            return
+        if buffer:
+            await self.write_parts((buffer,), timeout)
+
+    async def write_parts(
+        self,
+        parts: tuple[bytes, ...],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """``parts`` written as one (the transport's ``writelines``: a request's head and
+        its 229 KB body went out in one system call either way, but joining them was a
+        copy of the body, about 20 microseconds)."""
         state = self._socket
         transport = state.transport
         if transport is None or state.ended or transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
-        transport.write(buffer)
+        if len(parts) == 1:
+            transport.write(parts[0])
+        else:
+            transport.writelines(parts)
         if state.paused:
             state.drained = asyncio.get_running_loop().create_future()
             if not await _wait(state.drained, timeout):

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from .._logging import logger
 from ..context import ModelSummarizer, Summarizer
 from ..message import Usage
+from ._answer import UpstreamAnswer
 from ._chat_model import ChatRequestModel, limit_field
 from ._errors import error_response, not_transformed
 from ._openai_transparent import (
@@ -153,8 +153,8 @@ BUSY = (
 )
 
 
-Streamed = Callable[[ReadContext, dict[str, Any], httpx.Response], AsyncIterator[bytes]]
-Answered = Callable[[ReadContext, dict[str, Any], httpx.Response], Awaitable[Response]]
+Streamed = Callable[[ReadContext, dict[str, Any], UpstreamAnswer], AsyncIterator[bytes]]
+Answered = Callable[[ReadContext, dict[str, Any], UpstreamAnswer], Awaitable[Response]]
 
 
 async def transparently(
@@ -168,7 +168,7 @@ async def transparently(
     answered: Answered,
     *,
     key: str | None = None,
-    back: Callable[[httpx.Response], Response] | None = None,
+    back: Callable[[UpstreamAnswer], Response] | None = None,
     record: Callable[[str], Awaitable[None]] | None = None,
 ) -> Response:
     """An OpenAI route's request in transparent mode: decided, sent, and its read-back

@@ -29,7 +29,10 @@ covers POSTs, which are all the gateway sends: an upstream that reads a request 
 closes without a byte of answer looks the same from the client, and that request is
 sent twice; ``retried`` counts the requests this rule resent.
 
-:class:`StackTransport` puts it behind httpx's public transport interface: it converts
+:meth:`StackPool.exchange` sends a request given as its head's bytes and its body (how
+the gateway's upstream client sends, ``_upstream``) under the same rules, without httpx's
+or httpcore's request and response objects. :class:`StackTransport` puts the pool behind
+httpx's public transport interface (for an httpx client on the pool, as its tests use): it converts
 httpx's request to httpcore's and the response back, and httpcore's exceptions to
 httpx's (the same mapping as httpx's own transport), using neither package's private
 attributes, so an httpx upgrade cannot silently unplug it.
@@ -38,20 +41,22 @@ attributes, so an httpx upgrade cannot silently unplug it.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import anyio
 import httpcore
 import httpx
 
-from ._h1 import H1Connection
+from ._dialer import Dialer
+from ._h1 import H1Connection, Head
 from ._net import LoopBackend
 
 __all__ = ["StackPool", "StackTransport"]
 
 
 _Key = tuple[bytes, bytes, int]
+_T = TypeVar("_T")
 
 _EXCEPTIONS: dict[type[Exception], type[httpx.HTTPError]] = {
     httpcore.TimeoutException: httpx.TimeoutException,
@@ -94,91 +99,13 @@ def _key(origin: httpcore.Origin) -> _Key:
     return (origin.scheme, origin.host, origin.port)
 
 
-class _Wire(httpcore.AsyncNetworkStream):
-    """A connection's socket, counting the bytes read from it: a request that failed with
-    none read since it was sent had no byte of an answer. (The ``timeout`` parameters
-    here are httpcore's interface, passed on.)"""
-
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
-        self.stream = stream
-        self.received = 0
-        self.hold = True
-        """Keep the next write (a request's head) to send with the one after it."""
-        self._held = b""
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        data = await self.stream.read(max_bytes, timeout)
-        self.received += len(data)
-        return data
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """httpcore writes a request as its head, its body, then its end (empty with a
-        ``content-length``): the head waits here for the body, so the upstream gets the
-        request in one write (one wake-up of its reader, not two)."""
-        if self.hold:
-            self.hold = False
-            self._held = buffer
-            return
-        if self._held:
-            buffer, self._held = self._held + buffer, b""
-        await self.stream.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109
-    ) -> httpcore.AsyncNetworkStream:
-        self.stream = await self.stream.start_tls(ssl_context, server_hostname, timeout)
-        return self
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.stream.get_extra_info(info)
-
-
-class _Dialer(httpcore.AsyncNetworkBackend):
-    """Opens one connection's socket through ``backend`` and keeps it, counted."""
-
-    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
-        self.backend = backend
-        self.wire: _Wire | None = None
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self.backend.connect_tcp(host, port, timeout, local_address, socket_options)
-        self.wire = _Wire(stream)
-        return self.wire
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self.backend.connect_unix_socket(path, timeout, socket_options)
-        self.wire = _Wire(stream)
-        return self.wire
-
-    async def sleep(self, seconds: float) -> None:
-        await self.backend.sleep(seconds)
-
-
 class _Connection:
     """One upstream connection: its HTTP/1.1 (``_h1``), the socket's read count, and whether it has
     answered a request before (taken from the idle stack)."""
 
     __slots__ = ("dialer", "http", "reused")
 
-    def __init__(self, http: H1Connection, dialer: _Dialer) -> None:
+    def __init__(self, http: H1Connection, dialer: Dialer) -> None:
         self.http = http
         self.dialer = dialer
         self.reused = False
@@ -264,7 +191,7 @@ class StackPool:
             if self.open < self._max_connections:
                 self.open += 1
                 self.opened += 1
-                dialer = _Dialer(self._backend)
+                dialer = Dialer(self._backend)
                 http = H1Connection(
                     origin=origin,
                     ssl_context=self._ssl_context,
@@ -311,28 +238,42 @@ class StackPool:
         else:
             await self._close(connection)
 
+    async def _sent(
+        self,
+        origin: httpcore.Origin,
+        patience: float | None,
+        replayable: bool,
+        attempt: Callable[[H1Connection], Awaitable[_T]],
+    ) -> tuple[_T, _Connection]:
+        """``attempt`` (a request written, its answer's head read) on an idle connection
+        of ``origin``, or a new one; made again on a new one if the upstream had closed
+        the idle one and the body is ``replayable`` (see the module docstring)."""
+        connection = await self._take(origin, patience)
+        connection.next_request()
+        before = connection.received()
+        try:
+            return await attempt(connection.http), connection
+        except BaseException as exc:
+            await self._close(connection)
+            unanswered = connection.reused and connection.received() == before
+            if not (unanswered and isinstance(exc, _DROPPED) and replayable):
+                raise
+        connection = await self._take(origin, patience, fresh=True)
+        self.retried += 1
+        try:
+            return await attempt(connection.http), connection
+        except BaseException:
+            await self._close(connection)
+            raise
+
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         """Send ``request`` on an idle connection of its origin, or a new one; sent again
         on a new one if the upstream had closed the idle one (see the module docstring)."""
         origin = request.url.origin
         patience = request.extensions.get("timeout", {}).get("pool")
-        connection = await self._take(origin, patience)
-        connection.next_request()
-        before = connection.received()
-        try:
-            response = await connection.http.handle_async_request(request)
-        except BaseException as exc:
-            await self._close(connection)
-            unanswered = connection.reused and connection.received() == before
-            if not (unanswered and isinstance(exc, _DROPPED) and _replayable(request)):
-                raise
-            connection = await self._take(origin, patience, fresh=True)
-            self.retried += 1
-            try:
-                response = await connection.http.handle_async_request(request)
-            except BaseException:
-                await self._close(connection)
-                raise
+        response, connection = await self._sent(
+            origin, patience, _replayable(request), lambda http: http.handle_async_request(request)
+        )
         assert isinstance(response.stream, AsyncIterable)
         return httpcore.Response(
             status=response.status,
@@ -340,6 +281,39 @@ class StackPool:
             content=_Returned(response.stream, self, origin, connection),
             extensions=response.extensions,
         )
+
+    async def exchange(
+        self,
+        origin: httpcore.Origin,
+        method: bytes,
+        head: bytes,
+        body: bytes,
+        timeouts: Mapping[str, float | None],
+    ) -> tuple[Head, _Returned]:
+        """A request given as its head's bytes (ended by its blank line) and its body,
+        sent as :meth:`handle_async_request` sends one (the same reuse and retry: bytes
+        can be sent again), without httpx's or httpcore's request and response objects;
+        its answer's head and body. Errors are httpx's, as :class:`StackTransport`
+        raises them."""
+        write = timeouts.get("write")
+
+        async def send(stream: httpcore.AsyncNetworkStream) -> None:
+            await stream.write(head, write)  # held by the socket wrapper for the body:
+            await stream.write(body, write)  # the two go in one write
+
+        try:
+            (answer, content), connection = await self._sent(
+                origin,
+                timeouts.get("pool"),
+                True,
+                lambda http: http.exchange(method, send, timeouts),
+            )
+        except Exception as exc:
+            mapped = _httpx_error(exc)
+            if mapped is None:
+                raise
+            raise mapped(str(exc)) from exc
+        return answer, _Returned(content, self, origin, connection)
 
     async def aclose(self) -> None:
         """Close the idle connections; those in use close when their responses do."""
@@ -389,11 +363,19 @@ class _Returned(httpx.AsyncByteStream):
         if self._closed:
             return
         self._closed = True
+        if self._connection.http.is_idle():
+            # Read to its end: nothing below waits, unless the connection is closed,
+            # which shields itself (an anyio cancel scope costs more than the rest).
+            await self._give_back()
+            return
         with anyio.CancelScope(shield=True):
-            close = getattr(self._stream, "aclose", None)
-            if close is not None:
-                await close()
-            await self._pool.give_back(self._origin, self._connection)
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+        await self._pool.give_back(self._origin, self._connection)
 
 
 class StackTransport(httpx.AsyncBaseTransport):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..context import Summarizer
 from ..token import TokenCounter
+from ._answer import UpstreamAnswer
 from ._body import BodyError, read_body
 from ._config import GatewayConfig
 from ._count import CountCache
@@ -67,12 +67,12 @@ async def open_upstream(
     dialect: Dialect,
     *,
     drop_betas: frozenset[str] = frozenset(),
-) -> httpx.Response | Response:
+) -> UpstreamAnswer | Response:
     """The upstream's response to ``body`` sent on ``request``'s path, or the error response
     to give the client (unreachable, timed out, or the client left first)."""
     gateway = gateway_of(request)
 
-    def send() -> Awaitable[httpx.Response]:
+    def send() -> Awaitable[UpstreamAnswer]:
         return gateway.upstream.open(
             request.method,
             request.url.path,
@@ -83,7 +83,7 @@ async def open_upstream(
         )
 
     try:
-        return await race_disconnect(request.receive, send)
+        return await race_disconnect(request, send)
     except UpstreamFailure as failure:
         return error_response(dialect, failure.status, failure.message)
     except ClientGone:
@@ -102,15 +102,20 @@ def stream_error(dialect: Dialect) -> Callable[[str], bytes] | None:
     )
 
 
-def stream_back(request: Request, response: httpx.Response, dialect: Dialect) -> RelayResponse:
-    """The upstream's response relayed as it arrives (status, headers, body unchanged)."""
+def stream_back(request: Request, response: UpstreamAnswer, dialect: Dialect) -> RelayResponse:
+    """The upstream's response relayed as it arrives (status, headers, body unchanged;
+    with its ``content-length`` when it has one and no ``content-encoding``)."""
     gateway = gateway_of(request)
+    length = response.length if request.method != "HEAD" else None
+    # A sized answer cut short cannot take an error event: its connection is closed.
+    failure = stream_error(dialect) if length is None else None
     return RelayResponse(
-        upstream_chunks(response, stream_error(dialect), usage=gateway.metrics),
+        upstream_chunks(response, failure, usage=gateway.metrics),
         upstream=response,
         metrics=gateway.metrics,
         status_code=response.status_code,
         headers=relayed_headers(response.headers),
+        length=length,
     )
 
 

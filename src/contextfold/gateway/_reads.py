@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..token import TokenCounter
+from ._answer import UpstreamAnswer
 from ._disconnect import ClientGone, race_disconnect
 from ._errors import Dialect, error_response
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, stream_back
@@ -65,21 +65,19 @@ class ReadContext:
         gateway_of(self.request).metrics.reads += 1
         return await self.results.answer(self.key, arguments, page=self.page, counter=self.counter)
 
-    async def read(self, response: httpx.Response) -> bytes | Response:
+    async def read(self, response: UpstreamAnswer) -> bytes | Response:
         """The whole body of one round's answer, or the error response to give (the
         upstream failed mid-body, or the client left)."""
         gateway = gateway_of(self.request)
         try:
-            return await race_disconnect(
-                self.request.receive, lambda: gateway.upstream.read(response)
-            )
+            return await race_disconnect(self.request, lambda: gateway.upstream.read(response))
         except UpstreamFailure as failure:
             return error_response(self.dialect, failure.status, failure.message)
         except ClientGone:
             gateway.metrics.upstream_errors["cancelled"] += 1
             return Response(status_code=CLIENT_GONE)
 
-    async def open(self, body: bytes) -> httpx.Response | Response:
+    async def open(self, body: bytes) -> UpstreamAnswer | Response:
         """The upstream's answer to one more round (or the error response to give)."""
         return await open_upstream(self.request, body, self.dialect, drop_betas=self.drop_betas)
 
@@ -114,7 +112,7 @@ class Rounds:
 
 
 async def whole_rounds(
-    ctx: ReadContext, opened: httpx.Response, body: dict[str, Any], rounds: Rounds
+    ctx: ReadContext, opened: UpstreamAnswer, body: dict[str, Any], rounds: Rounds
 ) -> tuple[list[dict[str, Any]], dict[str, str]] | Response:
     """Every round's answer while the model calls only the read-back tool (at most
     ``ctx.rounds`` more), and the last one's headers to relay; or the response to give at

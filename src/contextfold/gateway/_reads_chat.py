@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ._answer import UpstreamAnswer
 from ._body import BodyError, read_body, read_json
 from ._errors import error_response
 from ._openai_decide import transparently
@@ -131,7 +131,7 @@ _ROUNDS = Rounds(
 )
 
 
-async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Response) -> Response:
+async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer) -> Response:
     rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
     if isinstance(rounds, Response):
         return rounds
@@ -170,9 +170,9 @@ def _data(event: bytes) -> str:
 
 
 async def _streamed(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer
 ) -> AsyncIterator[bytes]:
-    later: list[httpx.Response] = []
+    later: list[UpstreamAnswer] = []
     try:
         async for chunk in _rounds(ctx, body, opened, later):
             yield chunk
@@ -183,7 +183,7 @@ async def _streamed(
 
 
 async def _rounds(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response, later: list[httpx.Response]
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer, later: list[UpstreamAnswer]
 ) -> AsyncIterator[bytes]:
     first_id: Any = None
     wrote_text = False
@@ -256,7 +256,7 @@ async def _rounds(
             sent = await _next_body(ctx, sent, "".join(text) or None, listed)
             again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
-                if isinstance(again, httpx.Response):
+                if isinstance(again, UpstreamAnswer):
                     later.append(again)
                 yield _chunk({"error": {"message": "the upstream failed on a read-back round"}})
                 return

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import httpx
 from starlette.responses import Response
 
+from ._answer import UpstreamAnswer
 from ._proxy import gateway_of, stream_back, stream_error
 from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
 from ._reads_whole import anthropic_events, round_chunks
@@ -112,7 +112,7 @@ _ROUNDS = Rounds(
 async def answered(
     ctx: ReadContext,
     body: dict[str, Any],
-    opened: httpx.Response,
+    opened: UpstreamAnswer,
     field: dict[str, Any] | None = None,
 ) -> Response:
     """The client's response to ``body``, whose first upstream answer is ``opened``;
@@ -203,10 +203,10 @@ class _Round:
 
 
 async def _streamed(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer
 ) -> AsyncIterator[bytes]:
     """The events the client gets (see the module docstring)."""
-    later: list[httpx.Response] = []
+    later: list[UpstreamAnswer] = []
     try:
         async for event in _rounds(ctx, body, opened, later):
             yield event
@@ -217,7 +217,7 @@ async def _streamed(
 
 
 async def _rounds(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response, later: list[httpx.Response]
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer, later: list[UpstreamAnswer]
 ) -> AsyncIterator[bytes]:
     next_index = 0
     usages: list[dict[str, Any]] = []
@@ -296,7 +296,7 @@ async def _rounds(
             sent = await _next_body(ctx, sent, state.content())
             again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
-                if isinstance(again, httpx.Response):
+                if isinstance(again, UpstreamAnswer):
                     later.append(again)
                 yield error_event("api_error", "the upstream failed on a read-back round")
                 return

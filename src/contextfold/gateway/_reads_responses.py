@@ -23,10 +23,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ._answer import UpstreamAnswer
 from ._openai_decide import transparently
 from ._proxy import gateway_of, open_upstream, stream_back
 from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
@@ -86,7 +86,7 @@ async def transparent_responses(
     key = await responses_key(mode.chains, request.headers, data)
     record = mode.chains.recorder(key, data, request.headers)
 
-    def back(opened: httpx.Response) -> Response:
+    def back(opened: UpstreamAnswer) -> Response:
         return _back(request, opened, record)
 
     async def as_sent() -> Response:
@@ -108,7 +108,7 @@ async def transparent_responses(
     )
 
 
-def _back(request: Request, opened: httpx.Response, record: Record | None) -> Response:
+def _back(request: Request, opened: UpstreamAnswer, record: Record | None) -> Response:
     """The upstream's answer as it arrives, its response ids recorded on the way."""
     if record is None or opened.status_code >= 400:
         return stream_back(request, opened, "openai")
@@ -176,7 +176,7 @@ _ROUNDS = Rounds(
 )
 
 
-async def _answered(ctx: ReadContext, body: dict[str, Any], opened: httpx.Response) -> Response:
+async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer) -> Response:
     rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
     if isinstance(rounds, Response):
         return rounds
@@ -218,9 +218,9 @@ _NOT_A_RESPONSE = _encode(
 
 
 async def _streamed(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer
 ) -> AsyncIterator[bytes]:
-    later: list[httpx.Response] = []
+    later: list[UpstreamAnswer] = []
     try:
         async for event in _rounds(ctx, body, opened, later):
             yield event
@@ -245,7 +245,7 @@ class _Emitter:
 
 
 async def _rounds(
-    ctx: ReadContext, body: dict[str, Any], opened: httpx.Response, later: list[httpx.Response]
+    ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer, later: list[UpstreamAnswer]
 ) -> AsyncIterator[bytes]:
     emit = _Emitter()
     next_index = 0
@@ -316,7 +316,7 @@ async def _rounds(
             sent = await _next_body(ctx, sent, response.get("id"), output)
             again = await ctx.open(dumps(sent))
             if isinstance(again, Response) or again.status_code >= 400:
-                if isinstance(again, httpx.Response):
+                if isinstance(again, UpstreamAnswer):
                     later.append(again)
                 yield emit(
                     "error",

@@ -15,9 +15,9 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
 from starlette.responses import Response
 
+from ._answer import UpstreamAnswer
 from ._proxy import gateway_of
 from ._reads import ReadContext
 from ._relay import upstream_chunks
@@ -43,7 +43,7 @@ def _data(payload: dict[str, Any]) -> bytes:
 
 async def round_chunks(
     ctx: ReadContext,
-    response: httpx.Response,
+    response: UpstreamAnswer,
     sent: dict[str, Any],
     whole: Whole,
     failure: bytes,

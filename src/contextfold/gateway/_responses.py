@@ -215,7 +215,7 @@ async def _compaction(
     summarizer failed (a 502: a compaction was asked for and none can be given)."""
     try:
         summarizer, spent = _summarizer(request, gateway, model)
-        return await race_disconnect(request.receive, lambda: _summarize(items, summarizer, spent))
+        return await race_disconnect(request, lambda: _summarize(items, summarizer, spent))
     except ClientGone:
         gateway.metrics.upstream_errors["cancelled"] += 1
         return Response(status_code=CLIENT_GONE)
@@ -377,7 +377,7 @@ async def _forward(
             headers=headers,
         )
     try:
-        raw = await race_disconnect(request.receive, lambda: gateway.upstream.read(opened))
+        raw = await race_disconnect(request, lambda: gateway.upstream.read(opened))
     except UpstreamFailure as failure:
         return error_response("openai", failure.status, failure.message)
     except ClientGone:
