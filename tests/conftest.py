@@ -109,7 +109,7 @@ def s3_prefix() -> str:
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test on the embedded model is ``model``: .ci/test runs those on workers of their
-    own, each pinned to one CPU (``pin_model_workers``), so that llama.cpp runs one thread
+    own, each pinned to one CPU (``pytest_configure``), so that llama.cpp runs one thread
     there and never waits at a barrier for a thread another test descheduled (the demo,
     68 s alone, went past its 300 s timeout with two threads beside an xdist worker)."""
     for item in items:
