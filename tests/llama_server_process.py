@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextfold.model._local_runtime import usable_cores
+from contextfold.model._local_runtime import default_threads
 
 from .child_process import dies_with_this_process
 
@@ -48,7 +48,7 @@ def llama_server_process(
     port = free_port()
     # Threads from the CPUs this process may use (.ci/test pins a model worker to one):
     # llama-cpp-python's own default counts the machine's.
-    threads = str(usable_cores())
+    generate, read = default_threads(None)
     # No --cache: llama-cpp-python's LlamaRAMCache (restore a saved prompt state) cut the
     # prompt tokens the LangChain loop test evaluates only from 7,545 to 6,803; one of its
     # four cold prompts found a saved prefix, and each completion copies ~45 MB of state.
@@ -59,8 +59,8 @@ def llama_server_process(
         "--host", "127.0.0.1",
         "--port", str(port),
         "--n_ctx", str(n_ctx),
-        "--n_threads", str(max(int(threads) // 2, 1)),
-        "--n_threads_batch", threads,
+        "--n_threads", str(generate),
+        "--n_threads_batch", str(read),
         "--verbose", "False",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
