@@ -440,8 +440,11 @@ class BaseWorkspace(ABC):
                 # A large item is matched in a worker process; the thread that only moves
                 # its bytes there runs at normal priority (a nice-19 matching thread stopped
                 # while it held the GIL held the loop 270 to 370 ms under load).
-                run = asyncio.to_thread if info.size > GREP_IN_PROCESS_BYTES else off_loop
-                await run(search_stream, searcher, info, stream, item.kind == "context")
+                args = (searcher, info, stream, item.kind == "context")
+                if info.size > GREP_IN_PROCESS_BYTES:
+                    await asyncio.to_thread(search_stream, *args)
+                else:
+                    await off_loop(search_stream, *args, deadline=searcher.deadline)
             if searcher.remaining <= 0:
                 break
         return searcher.matches

@@ -7,6 +7,11 @@ nor stall the others. Matching therefore
   in the default executor, whose threads the workspaces' file and database calls need;
 - stops at its deadline inside the matcher: the ``regex`` engine checks the time while it
   backtracks (``timeout=``), so the thread really stops (a thread cannot be killed);
+- answers its caller at the deadline in wall time all the same: ``regex`` counts its
+  ``timeout`` in CPU time, which a nice-19 thread on a busy machine gets little of (a
+  0.2 s limit came back after 18-28 s beside four busy processes on two cores). The
+  caller leaves then; the thread runs on to its own limit and gives its place up
+  (``_Call``), so the next calls are not queued behind it;
 - is bounded before it starts: ``regex`` expands counted repeats when it compiles, so
   ``a{99999999}`` would allocate gigabytes before any deadline applies. A pattern is
   refused when it is longer than ``MAX_PATTERN_LENGTH`` or when its repeats expand to more
@@ -35,6 +40,7 @@ from ._types import GrepMatch
 
 __all__ = [
     "MATCH_THREADS",
+    "MAX_OVERDUE_THREADS",
     "MAX_PATTERN_LENGTH",
     "MAX_REPEAT_EXPANSION",
     "Deadline",
@@ -47,8 +53,13 @@ __all__ = [
 _T = TypeVar("_T")
 
 MATCH_THREADS = 2
-"""Threads that run regex, glob and search work for the whole process; more hostile calls
-than this wait for a thread (their deadline runs meanwhile), ordinary storage never does."""
+"""Calls that run regex, glob and search work at once in the whole process; more hostile
+calls than this wait for a place (their deadline runs meanwhile), ordinary storage never
+does."""
+
+MAX_OVERDUE_THREADS = 6
+"""Threads still matching for a caller that has left at its deadline (they stop at their
+CPU-time limit); past this many, new calls wait for one of them to end."""
 
 GREP_TIMEOUT = (
     "the pattern did not finish within {seconds}s; "
@@ -57,8 +68,22 @@ GREP_TIMEOUT = (
 GLOB_TIMEOUT = "the glob pattern did not finish within {seconds}s; use fewer '*' and '**' wildcards"
 
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+class _Threads:
+    """The matching threads of one process and the places they run calls in: at most
+    ``MATCH_THREADS`` calls match for a waiting caller; the other threads are for calls
+    whose callers have left (``_Call``)."""
+
+    def __init__(self) -> None:
+        self.places = threading.BoundedSemaphore(MATCH_THREADS)
+        self.executor = ThreadPoolExecutor(
+            MATCH_THREADS + MAX_OVERDUE_THREADS,
+            thread_name_prefix="contextfold-match",
+            initializer=_background,
+        )
+
+
+_threads: _Threads | None = None
+_threads_lock = threading.Lock()
 
 
 def _background() -> None:
@@ -69,22 +94,85 @@ def _background() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(
-                MATCH_THREADS, thread_name_prefix="contextfold-match", initializer=_background
-            )
-        return _executor
+def _the_threads() -> _Threads:
+    global _threads
+    with _threads_lock:
+        if _threads is None:
+            _threads = _Threads()
+        return _threads
 
 
-async def off_loop(fn: Callable[..., _T], *args: Any) -> _T:
+def _forget_threads() -> None:
+    """In a forked child: the parent's threads are not there; it starts its own."""
+    global _threads, _threads_lock
+    _threads, _threads_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
+
+
+class _Left(Exception):
+    """The caller left before its call got a place: the work is not done."""
+
+
+class _Call:
+    """One call's hold on a matching place, given back once: when its work ends, or when
+    its caller leaves (its deadline passed, or it was cancelled) while the work runs on."""
+
+    def __init__(self, places: threading.BoundedSemaphore) -> None:
+        self._places = places
+        self._lock = threading.Lock()
+        self._held = False
+        self._over = False
+
+    def run(self, deadline: Deadline | None, fn: Callable[..., _T], args: Any) -> _T:
+        """In a matching thread: wait for a place, then ``fn(*args)``."""
+        wait = -1.0 if deadline is None else max(deadline.left(), 0.0)
+        if not self._places.acquire(timeout=wait):
+            raise _Left
+        with self._lock:
+            if self._over:
+                self._places.release()
+                raise _Left
+            self._held = True
+        try:
+            return fn(*args)
+        finally:
+            self.leave()
+
+    def leave(self) -> None:
+        with self._lock:
+            if self._over:
+                return
+            self._over = True
+            if self._held:
+                self._places.release()
+
+
+async def off_loop(fn: Callable[..., _T], *args: Any, deadline: Deadline | None = None) -> _T:
     """Run ``fn(*args)`` in the matching threads. Cancelling the caller does not stop the
-    thread: the work stops at its own deadline. Worker processes that ``fn`` may need are
-    started at this thread's priority, not the matching threads' (``_process.prepare``)."""
+    thread: the work stops at its own deadline. With ``deadline``, the caller gets
+    ``deadline``'s ``TimeoutError`` when it passes, whether or not the thread has noticed
+    (see the module). Worker processes that ``fn`` may need are started at this thread's
+    priority, not the matching threads' (``_process.prepare``)."""
     _process.prepare()
-    return await asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(fn, *args))
+    threads = _the_threads()
+    call = _Call(threads.places)
+    work = functools.partial(call.run, deadline, fn, args)
+    future = asyncio.get_running_loop().run_in_executor(threads.executor, work)
+    try:
+        if deadline is None:
+            return await future
+        try:
+            return await asyncio.wait_for(future, deadline.left())
+        except TimeoutError:
+            if future.done() and not future.cancelled():
+                raise  # the work's own TimeoutError: it noticed first
+            raise deadline.expired() from None
+    finally:
+        future.cancel()  # not started yet: it never will be
+        call.leave()
 
 
 class Deadline:
@@ -123,7 +211,8 @@ async def match_glob(
 ) -> list[bool]:
     """Whether each path fully matches a compiled glob (``glob_to_regex``), matched off
     the event loop; ``TimeoutError`` past ``time_limit`` seconds in all."""
-    return await off_loop(_match_paths, matcher, list(paths), Deadline(time_limit, GLOB_TIMEOUT))
+    deadline = Deadline(time_limit, GLOB_TIMEOUT)
+    return await off_loop(_match_paths, matcher, list(paths), deadline, deadline=deadline)
 
 
 MAX_PATTERN_LENGTH = 1_000

@@ -529,7 +529,7 @@ class LocalWorkspace(SearchableWorkspace):
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
         self._require_init()
-        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline

@@ -206,7 +206,7 @@ class MemoryWorkspace(SearchableWorkspace):
     async def _search(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
-        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline

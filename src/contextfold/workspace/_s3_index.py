@@ -161,7 +161,12 @@ class S3SearchIndex:
             raise deadline.expired() from None
         try:
             hits = await off_loop(
-                index.query, terms, skey, limit, time.monotonic() + deadline.left()
+                index.query,
+                terms,
+                skey,
+                limit,
+                time.monotonic() + deadline.left(),
+                deadline=deadline,
             )
         except TimeoutError:
             raise deadline.expired() from None

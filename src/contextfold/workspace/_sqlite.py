@@ -300,7 +300,7 @@ class SQLiteWorkspace(SearchableWorkspace):
     ) -> list[RawHit]:
         if self._conn is None:
             raise WorkspaceError("SQLiteWorkspace is closed; call `await initialize()`")
-        return await off_loop(self._search_sync, terms, skey, limit, deadline)
+        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
