@@ -31,8 +31,8 @@ from ..message import (
     URLSource,
 )
 from ._glob import Listed, first_matches, pattern_session
-from ._grep import Searcher, match_glob, off_loop
-from ._grep_process import GREP_IN_PROCESS_BYTES, search_stream
+from ._grep import Searcher, match_glob
+from ._grep_process import search_item
 from ._lines import read_window
 from ._names import (
     CONTEXT_FILE,
@@ -437,14 +437,7 @@ class BaseWorkspace(ABC):
                     continue  # a file planted in the workspace (a symlink) is not searched
                 if stream is None:
                     continue  # purged meanwhile
-                # A large item is matched in a worker process; the thread that only moves
-                # its bytes there runs at normal priority (a nice-19 matching thread stopped
-                # while it held the GIL held the loop 270 to 370 ms under load).
-                args = (searcher, info, stream, item.kind == "context")
-                if info.size > GREP_IN_PROCESS_BYTES:
-                    await asyncio.to_thread(search_stream, *args)
-                else:
-                    await off_loop(search_stream, *args, deadline=searcher.deadline)
+                await search_item(searcher, info, stream, item.kind == "context")
             if searcher.remaining <= 0:
                 break
         return searcher.matches
