@@ -20,7 +20,14 @@ pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken o
 
 _SUMMARY_KEY = "contextfold_reliability_summary"
 MODEL_FIXTURES = frozenset(
-    {"llama_server", "local_model", "counting_model", "llama_server_format", "demo_run"}
+    {
+        "llama_server",
+        "small_llama_server",
+        "local_model",
+        "counting_model",
+        "llama_server_format",
+        "demo_run",
+    }
 )
 """Fixtures that run the embedded model (the llama.cpp server, the model in process, the
 demo's run on it): a test on one of them is ``model``."""

@@ -61,6 +61,10 @@ def llama_server_process(
         "--n_ctx", str(n_ctx),
         "--n_threads", str(generate),
         "--n_threads_batch", str(read),
+        # Flash attention: a 1,429-token prompt in 15.2-18.0 s instead of 21.7-24.4 s on
+        # one CPU (load 3.5); the attention over the whole context is much of a 135M
+        # model's work.
+        "--flash_attn", "True",
         "--verbose", "False",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"

@@ -12,7 +12,7 @@ from typing import Any
 
 LOG = "".join(
     f"FAILED tests/test_api.py::test_timeout_{i} - AssertionError: expected 30, got {i}\n"
-    for i in range(30)
+    for i in range(15)
 )
 
 

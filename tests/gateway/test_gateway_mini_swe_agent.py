@@ -2,10 +2,13 @@
 model calls go through litellm) against llama.cpp's server with the embedded model.
 
 The model is constrained by a grammar to answer with one bash action per turn, and the
-environment is scripted (every command prints the same 30-line failing-test log), so the
+environment is scripted (every command prints the same 15-line failing-test log), so the
 run is deterministic and nothing the model writes is executed. Direct, the agent's history
-passes the server's 4,096-token context within a few calls and the run dies with a
+passes the server's 2,048-token context within a few calls and the run dies with a
 context-window error; through the gateway in transparent mode it reaches its step limit.
+(A server of its own, with half the other tests' context, and a log half as long cut the
+prompt tokens the model reads, nearly all of this test's time on one CPU, from ~9,400 to
+~4,600: 182 s to 82 s pinned to one CPU.)
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ import httpx
 import pytest
 
 from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
+from tests.llama_server_process import ServerFailed, llama_server_process
 
 from .servers import serving
 
@@ -29,6 +34,7 @@ pytest.importorskip("minisweagent", reason="needs mini-swe-agent (installed by .
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 STEPS = 6
+N_CTX = 2048
 GRAMMAR = (
     'root ::= "I will look at the failing tests.\\n\\n```mswea_bash_command\\n" cmd "\\n```"\n'
     "cmd ::= [a-z] [a-z]{0,7}\n"
@@ -97,6 +103,20 @@ def run_mini(base_url: str, tmp: Path, tag: str) -> tuple[dict[str, Any], list[s
     return json.loads(trajectory.read_text()), ran
 
 
+@pytest.fixture(scope="module")
+def small_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama.cpp's server with the embedded model and an ``N_CTX``-token context."""
+    pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
+    from contextfold.model import embedded_model_path
+
+    log = tmp_path_factory.mktemp("llama-small") / "server.log"
+    try:
+        with llama_server_process(embedded_model_path(), log, n_ctx=N_CTX) as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
 def prompt_sizes(trajectory: dict[str, Any]) -> list[int]:
     """The prompt tokens llama.cpp reported for each answered call."""
     return [
@@ -107,14 +127,14 @@ def prompt_sizes(trajectory: dict[str, Any]) -> list[int]:
 
 
 def test_mini_swe_agent_runs_to_its_step_limit_through_the_gateway_where_direct_overflows(
-    llama_server: str, tmp_path: Path
+    small_llama_server: str, tmp_path: Path
 ) -> None:
-    direct, direct_ran = run_mini(llama_server, tmp_path, "direct")
+    direct, direct_ran = run_mini(small_llama_server, tmp_path, "direct")
     assert direct["info"]["exit_status"] == "ContextWindowExceededError"
     assert len(direct_ran) < STEPS
 
-    policy = TransparentPolicy(window=2_500, trigger=0.8, keep=0.25)
-    upstream = llama_server.removesuffix("/v1")
+    policy = TransparentPolicy(window=1_250, trigger=0.8, keep=0.25)
+    upstream = small_llama_server.removesuffix("/v1")
     app = create_app(
         GatewayConfig(upstream=upstream, timeout=300),
         transparent={"/v1/chat/completions": policy},
@@ -126,10 +146,10 @@ def test_mini_swe_agent_runs_to_its_step_limit_through_the_gateway_where_direct_
     assert len(ran) == STEPS
     sizes = prompt_sizes(through)
     assert len(sizes) == STEPS
-    assert max(sizes) < 4096 - 32
+    assert max(sizes) < N_CTX - 32
     # The agent's own history at the end is larger than the server's context: only the
     # gateway's compactions kept it running.
-    assert sum(len(m["content"]) for m in through["messages"]) > 2 * 4096
+    assert sum(len(m["content"]) for m in through["messages"]) > 2 * N_CTX
     compactions = [
         line
         for line in metrics.splitlines()
