@@ -122,6 +122,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
+    items.sort(key=_longest_first)
+
+
+LONGEST_FIRST = (
+    "tests/cli/test_cli_demo_local.py",
+    "tests/integrations/test_integrations_langchain.py",
+    "tests/integrations/test_integrations_pydantic_ai.py",
+    "tests/gateway/test_gateway_mini_swe_agent.py",
+    "tests/integrations/test_integrations_openai_agents.py",
+)
+"""The model lane's longest files (190, 157, 152, 121 and 117 s in .ci/test on
+2026-12-07), collected first. The lane runs with ``--no-loadscope-reorder``, so xdist
+hands its two workers files in this order as they free up, longest first: with its own
+order (files with the most tests first) these single-test files came last, and one
+worker ran 200 s longer than the other."""
+
+
+def _longest_first(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 def pytest_configure(config: pytest.Config) -> None:
