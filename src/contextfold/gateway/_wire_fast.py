@@ -6,7 +6,7 @@ finds each member's bytes (``msgspec.Raw``) in 0.08 ms. msgspec is in the ``gate
 extra; without it, or for any body it does not take (``NaN``, lone surrogates, numbers
 out of a float's range, duplicate keys, not an object), :func:`locate` returns ``None``
 and the standard library parses the body, as ``json.loads`` would. Every body msgspec
-takes decodes to the values ``json.loads`` gives (``tests/gateway/test_gateway_incremental.py``).
+takes decodes to the values ``json.loads`` gives (``tests/gateway/test_gateway_wire_fast.py``).
 """
 
 from __future__ import annotations
