@@ -74,8 +74,9 @@ reference counting frees never counts; cyclic garbage waits at most that long.""
 class _SettledServer(uvicorn.Server):
     """uvicorn's server, the heap settled again once it has started: the app's startup
     (the tokenizer, loaded then) and uvicorn's own start-up came after the first
-    :func:`settle_heap`, and full collections walking them took 10 to 30 ms each, four
-    times in 300 emulated requests (2026-12-07, 12:41 UTC)."""
+    :func:`settle_heap`, and left 2,399 objects in the collector's view, which every
+    full collection walked (four of about 1 ms in 300 emulated requests of the 229 KB
+    body, with the young threshold at 700; 2026-12-07, 12:41 UTC)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
