@@ -63,21 +63,31 @@ def test_serve_starts_and_answers_health(upstream: ScriptedUpstream) -> None:
 
 
 def test_serve_freezes_the_heap_it_starts_with(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What exists when serving starts (the modules, the app) is out of the cyclic
-    collector's view, so a full collection does not walk it during a request."""
+    """What exists when serving starts (the modules, the app, and what the app's startup
+    and uvicorn's made: the tokenizer, the server) is out of the cyclic collector's view,
+    so a full collection does not walk it during a request; and a request's parsed body
+    does not start young collections (the threshold is raised)."""
     import gc
 
     import contextfold.gateway._serve as serving_module
     from contextfold.gateway import GatewayConfig, serve
 
-    frozen: list[int] = []
-    monkeypatch.setattr(
-        serving_module.uvicorn, "run", lambda app, **_: frozen.append(gc.get_freeze_count())
-    )
+    seen: list[tuple[int, int, int]] = []
+
+    async def serving(server: object) -> None:  # uvicorn.Server.main_loop: serving starts
+        seen.append((gc.get_freeze_count(), len(gc.get_objects()), gc.get_threshold()[0]))
+        server.should_exit = True  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(serving_module.uvicorn.Server, "main_loop", serving)
+    threshold = gc.get_threshold()
     gc.unfreeze()
     try:
         serve(GatewayConfig(upstream="http://127.0.0.1:9"), port=free_port())
     finally:
         gc.unfreeze()
-    assert len(frozen) == 1
-    assert frozen[0] > 10_000
+        gc.set_threshold(*threshold)
+    assert len(seen) == 1
+    frozen, unfrozen, young = seen[0]
+    assert frozen > 10_000
+    assert unfrozen < 500  # 2,399 when the heap was frozen before the app's startup only
+    assert young >= 10_000

@@ -59,23 +59,28 @@ async def _pass_through(request: Request) -> Response:
 
 async def _relay_messages(scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/messages`` when the gateway passes ``context_management`` through and
-    has no transparent mode: what the route does then (the request relayed as it came),
-    without Starlette's routing and exception wrappers around it, which were a tenth of
-    the relayed request's time (every wake-up of the request's task passes through each
-    of them)."""
+    has no transparent mode: what the route does then (the request relayed as it came)."""
     response = await relay(Request(scope, receive), "anthropic")
+    await response(scope, receive, send)
+
+
+async def _messages_route(scope: Scope, receive: Receive, send: Send) -> None:
+    """``POST /v1/messages`` otherwise: the route itself."""
+    response = await messages(Request(scope, receive))
     await response(scope, receive, send)
 
 
 class _CountRequests:
     """Counts every answered request by route (unknown paths as ``other``) and status.
-    With ``relay_messages``, ``POST /v1/messages`` goes straight to
-    :func:`_relay_messages`."""
+    ``POST /v1/messages`` goes straight to ``messages_app``, without Starlette's routing
+    and exception wrappers around it, which were a tenth of the relayed request's time
+    (every wake-up of the request's task passes through each of them); an exception
+    from it still reaches Starlette's outermost handler, which answers 500."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, relay_messages: bool = False) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, messages_app: ASGIApp) -> None:
         self.app = app
         self.metrics = metrics
-        self.relay_messages = relay_messages
+        self.messages_app = messages_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,8 +97,8 @@ class _CountRequests:
             await send(message)
 
         try:
-            if self.relay_messages and path == "/v1/messages" and scope["method"] == "POST":
-                await _relay_messages(scope, receive, counted)
+            if path == "/v1/messages" and scope["method"] == "POST":
+                await self.messages_app(scope, receive, counted)
             else:
                 await self.app(scope, receive, counted)
         finally:
@@ -183,6 +188,10 @@ def create_app(
     app.add_middleware(
         _CountRequests,
         metrics=metrics,
-        relay_messages=config.passes_context_management and mode is None,
+        messages_app=(
+            _relay_messages
+            if config.passes_context_management and mode is None
+            else _messages_route
+        ),
     )
     return app

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from .._logging import logger
 from ..context import ModelSummarizer, Summarizer
 from ..message import Usage
+from ._answer import UpstreamAnswer
 from ._apply import EditOutcome, apply_context_management, unedited
 from ._body import BodyError, read_body, read_parsed
 from ._compaction import CompactionDone, compact
@@ -26,6 +27,7 @@ from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
 from ._edits import EditError
 from ._errors import error_response, not_transformed
+from ._kept import Kept, kept_as_is
 from ._paused import paused_answer
 from ._prefix import Known, checkpoint_after, recall
 from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
@@ -55,14 +57,22 @@ def _forwarded(parsed: ParsedBody | None, body: dict[str, Any]) -> bytes:
     return parsed.dumps(body) if parsed is not None else _dumps(body)
 
 
-async def _edited(
-    request: Request, *, compaction: bool
+async def _read(request: Request) -> bytes | Response:
+    """The request's body, or the error response to give."""
+    try:
+        return await read_body(request, gateway_of(request).config.max_body_bytes)
+    except BodyError as exc:
+        return error_response("anthropic", exc.status, exc.message)
+
+
+def _edited(
+    request: Request, raw: bytes, *, compaction: bool
 ) -> tuple[EditOutcome, bool, ParsedBody] | Response:
-    """The request read and its edits applied, whether it asks for nothing (transparent
-    mode's to manage), and the parsed body; or the error response to give."""
+    """The request's edits applied, whether it asks for nothing (transparent mode's to
+    manage), and the parsed body; or the error response to give."""
     gateway = gateway_of(request)
     try:
-        parsed = read_parsed(await read_body(request, gateway.config.max_body_bytes))
+        parsed = read_parsed(raw)
         data = parsed.data
         if not isinstance(data.get("messages"), list):
             raise BodyError(400, "messages: expected a list of messages")
@@ -299,7 +309,13 @@ async def messages(request: Request) -> Response:
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
         return await _passed_through(request, transparent, count=False)
-    edited = await _edited(request, compaction=True)
+    raw = await _read(request)
+    if isinstance(raw, Response):
+        return raw
+    kept = kept_as_is(raw) if transparent is None else None
+    if kept is not None:
+        return await _as_is(request, kept)
+    edited = _edited(request, raw, compaction=True)
     if isinstance(edited, Response):
         return edited
     outcome, quiet, parsed = edited
@@ -341,6 +357,27 @@ async def messages(request: Request) -> Response:
         return await answered(reads, body, opened, field if outcome.requested else None)
     if opened.status_code >= 400 or not outcome.requested or outcome.failed:
         return stream_back(request, opened, "anthropic")
+    return await _with_field(request, opened, field, done)
+
+
+async def _as_is(request: Request, kept: Kept) -> Response:
+    """A request its edits leave as it is (``_kept``): sent as it came, without the
+    field, the answer given ``applied_edits: []`` (what the full path does with it)."""
+    betas = CONTEXT_MANAGEMENT_BETAS if kept.requested else frozenset()
+    opened = await open_upstream(request, kept.body, "anthropic", drop_betas=betas)
+    if isinstance(opened, Response):
+        return opened
+    if opened.status_code >= 400 or not kept.requested:
+        return stream_back(request, opened, "anthropic")
+    return await _with_field(request, opened, {"applied_edits": []}, None)
+
+
+async def _with_field(
+    request: Request, opened: UpstreamAnswer, field: dict[str, Any], done: CompactionDone | None
+) -> Response:
+    """The upstream's successful answer with ``context_management`` (``field``) and the
+    compaction block (``done``), streamed or whole."""
+    gateway = gateway_of(request)
     compaction = (done.block, done.iteration) if done is not None else None
     if opened.headers.get("content-type", "").startswith("text/event-stream"):
         chunks = upstream_chunks(opened, stream_error("anthropic"), usage=gateway.metrics)
@@ -352,17 +389,13 @@ async def messages(request: Request) -> Response:
             headers=relayed_headers(opened.headers),
         )
     try:
-        raw = await race_disconnect(request, lambda: gateway.upstream.read(opened))
+        raw, answer = await race_disconnect(request, lambda: gateway.upstream.read_json(opened))
     except UpstreamFailure as failure:
         return error_response("anthropic", failure.status, failure.message)
     except ClientGone:
         gateway.metrics.upstream_errors["cancelled"] += 1
         return Response(status_code=CLIENT_GONE)
     headers = relayed_headers(opened.headers)
-    try:
-        answer = json.loads(raw)
-    except json.JSONDecodeError:
-        return Response(raw, status_code=opened.status_code, headers=headers)
     if isinstance(answer, dict) and answer.get("type") == "message":
         answer["context_management"] = field
         if done is not None:
@@ -389,7 +422,10 @@ async def count_tokens(request: Request) -> Response:
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
         return await _passed_through(request, transparent, count=True)
-    edited = await _edited(request, compaction=False)
+    raw = await _read(request)
+    if isinstance(raw, Response):
+        return raw
+    edited = _edited(request, raw, compaction=False)
     if isinstance(edited, Response):
         return edited
     outcome, quiet, parsed = edited

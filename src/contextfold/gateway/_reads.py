@@ -33,7 +33,7 @@ from ._proxy import CLIENT_GONE, gateway_of, open_upstream, stream_back
 from ._retrieval import ResultStore
 from ._upstream import UpstreamFailure, relayed_headers
 
-__all__ = ["ReadContext", "Rounds", "dumps", "summed", "whole_rounds"]
+__all__ = ["ReadContext", "Rounds", "answered_whole", "dumps", "summed", "whole_rounds"]
 
 
 def dumps(value: Any) -> bytes:
@@ -65,12 +65,12 @@ class ReadContext:
         gateway_of(self.request).metrics.reads += 1
         return await self.results.answer(self.key, arguments, page=self.page, counter=self.counter)
 
-    async def read(self, response: UpstreamAnswer) -> bytes | Response:
-        """The whole body of one round's answer, or the error response to give (the
-        upstream failed mid-body, or the client left)."""
+    async def read(self, response: UpstreamAnswer) -> tuple[bytes, Any] | Response:
+        """The whole body of one round's answer and its JSON value (``None``: not JSON),
+        or the error response to give (the upstream failed mid-body, or the client left)."""
         gateway = gateway_of(self.request)
         try:
-            return await race_disconnect(self.request, lambda: gateway.upstream.read(response))
+            return await race_disconnect(self.request, lambda: gateway.upstream.read_json(response))
         except UpstreamFailure as failure:
             return error_response(self.dialect, failure.status, failure.message)
         except ClientGone:
@@ -124,14 +124,11 @@ async def whole_rounds(
     for round_ in range(ctx.rounds + 1):
         if current.status_code >= 400:
             return stream_back(ctx.request, current, ctx.dialect)  # a later round's too
-        raw = await ctx.read(current)
-        if isinstance(raw, Response):
-            return raw
+        read = await ctx.read(current)
+        if isinstance(read, Response):
+            return read
+        raw, answer = read
         headers = relayed_headers(current.headers)
-        try:
-            answer = json.loads(raw)
-        except ValueError:  # not JSON, or not UTF-8
-            answer = None
         calls = rounds.calls(answer) if isinstance(answer, dict) else None
         if answer is None or calls is None:
             if not answers:
@@ -146,3 +143,20 @@ async def whole_rounds(
             return again
         current = again
     return answers, headers
+
+
+async def answered_whole(
+    ctx: ReadContext,
+    opened: UpstreamAnswer,
+    body: dict[str, Any],
+    rounds: Rounds,
+    final: Callable[[list[dict[str, Any]]], Awaitable[dict[str, Any]]],
+) -> Response:
+    """The client's answer to ``body`` read whole: ``final`` of every round's answer
+    (:func:`whole_rounds`), with the last round's headers; or the response to give at
+    once."""
+    read = await whole_rounds(ctx, opened, body, rounds)
+    if isinstance(read, Response):
+        return read
+    answers, headers = read
+    return Response(dumps(await final(answers)), status_code=200, headers=headers)

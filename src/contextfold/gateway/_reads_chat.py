@@ -23,7 +23,7 @@ from ._body import BodyError, read_body, read_json
 from ._errors import error_response
 from ._openai_decide import transparently
 from ._proxy import gateway_of, relay
-from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
+from ._reads import ReadContext, Rounds, answered_whole, dumps, summed
 from ._reads_whole import chat_chunks, round_chunks
 from ._retrieval import READ_TOOL
 from ._sse import SSEEvents
@@ -131,14 +131,13 @@ _ROUNDS = Rounds(
 )
 
 
-async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer) -> Response:
-    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
-    if isinstance(rounds, Response):
-        return rounds
-    answers, headers = rounds
-    final = json.loads(json.dumps(answers[-1]))
-    choice = final["choices"][0]
-    message = choice["message"]
+async def _final(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last round's completion, its message given every round's text and only the
+    client's tool calls, its usage summed (copied where changed: the answers stay)."""
+    last = answers[-1]
+    choice = dict(last["choices"][0])
+    message = choice["message"] = dict(choice["message"])
+    final = {**last, "choices": [choice, *last["choices"][1:]]}
     texts = [a["choices"][0]["message"].get("content") or "" for a in answers]
     message["content"] = _joined(texts)
     kept = [c for c in message.get("tool_calls") or [] if not _ours(c)]
@@ -151,7 +150,11 @@ async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnsw
     usage = _usage([a.get("usage") for a in answers])
     if usage is not None:
         final["usage"] = usage
-    return Response(dumps(final), status_code=200, headers=headers)
+    return final
+
+
+async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer) -> Response:
+    return await answered_whole(ctx, opened, body, _ROUNDS, _final)
 
 
 def _chunk(data: dict[str, Any]) -> bytes:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from ._answer import UpstreamAnswer
 from ._proxy import gateway_of, stream_back, stream_error
-from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
+from ._reads import ReadContext, Rounds, answered_whole, dumps, summed
 from ._reads_whole import anthropic_events, round_chunks
 from ._relay import RelayResponse
 from ._retrieval import READ_TOOL
@@ -131,14 +131,14 @@ async def answered(
             status_code=opened.status_code,
             headers=relayed_headers(opened.headers),
         )
-    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
-    if isinstance(rounds, Response):
-        return rounds
-    answers, headers = rounds
-    final = _final(answers)
-    if field is not None:
-        final["context_management"] = field
-    return Response(dumps(final), status_code=200, headers=headers)
+
+    async def final(answers: list[dict[str, Any]]) -> dict[str, Any]:
+        out = _final(answers)
+        if field is not None:
+            out["context_management"] = field
+        return out
+
+    return await answered_whole(ctx, opened, body, _ROUNDS, final)
 
 
 class _Block:

@@ -29,7 +29,7 @@ from starlette.responses import Response
 from ._answer import UpstreamAnswer
 from ._openai_decide import transparently
 from ._proxy import gateway_of, open_upstream, stream_back
-from ._reads import ReadContext, Rounds, dumps, summed, whole_rounds
+from ._reads import ReadContext, Rounds, answered_whole, dumps, summed
 from ._reads_whole import responses_events, round_chunks
 from ._relay import RelayResponse, upstream_chunks
 from ._response_chain import Record, recorded, responses_key
@@ -177,16 +177,15 @@ _ROUNDS = Rounds(
 
 
 async def _answered(ctx: ReadContext, body: dict[str, Any], opened: UpstreamAnswer) -> Response:
-    rounds = await whole_rounds(ctx, opened, body, _ROUNDS)
-    if isinstance(rounds, Response):
-        return rounds
-    answers, headers = rounds
-    merged = _merged(
-        answers[-1], [a["output"] for a in answers[:-1]], [a.get("usage") for a in answers]
-    )
-    if ctx.record is not None and isinstance(merged.get("id"), str):
-        await ctx.record(merged["id"])
-    return Response(dumps(merged), status_code=200, headers=headers)
+    async def final(answers: list[dict[str, Any]]) -> dict[str, Any]:
+        merged = _merged(
+            answers[-1], [a["output"] for a in answers[:-1]], [a.get("usage") for a in answers]
+        )
+        if ctx.record is not None and isinstance(merged.get("id"), str):
+            await ctx.record(merged["id"])
+        return merged
+
+    return await answered_whole(ctx, opened, body, _ROUNDS, final)
 
 
 def _payload(event: bytes) -> dict[str, Any] | None:

@@ -57,13 +57,10 @@ async def round_chunks(
         async for chunk in upstream_chunks(response, on_failure, usage=metrics):
             yield chunk
         return
-    raw = await ctx.read(response)
+    read = await ctx.read(response)
     streamed: bytes | None = None
-    if not isinstance(raw, Response):
-        try:
-            value = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            value = None
+    if not isinstance(read, Response):
+        value = read[1]
         if isinstance(value, dict):
             streamed = whole(value, sent)
     yield failure if streamed is None else streamed

@@ -377,16 +377,12 @@ async def _forward(
             headers=headers,
         )
     try:
-        raw = await race_disconnect(request, lambda: gateway.upstream.read(opened))
+        raw, answer = await race_disconnect(request, lambda: gateway.upstream.read_json(opened))
     except UpstreamFailure as failure:
         return error_response("openai", failure.status, failure.message)
     except ClientGone:
         gateway.metrics.upstream_errors["cancelled"] += 1
         return Response(status_code=CLIENT_GONE)
-    try:
-        answer = json.loads(raw)
-    except json.JSONDecodeError:
-        return Response(raw, status_code=opened.status_code, headers=headers)
     if isinstance(answer, dict) and isinstance(answer.get("output"), list):
         answer["output"] = [item, *answer["output"]]
         raw = _dumps(answer)

@@ -6,10 +6,11 @@ and exist only in the request being forwarded: nothing here logs or keeps header
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.request import getproxies
 
 import httpcore
@@ -20,7 +21,7 @@ from ._config import GatewayConfig
 from ._h1 import encode_head
 from ._metrics import Metrics
 from ._pool import StackPool, StackTransport
-from ._usage import answer_usage
+from ._usage import answer_usage, value_usage
 
 __all__ = ["Upstream", "UpstreamFailure", "relayed_headers"]
 
@@ -227,6 +228,19 @@ class Upstream:
             ) from None
         finally:
             await response.aclose()
+
+    async def read_json(self, response: UpstreamAnswer) -> tuple[bytes, Any]:
+        """The whole body, as :meth:`read` gives it, and its JSON value (``None`` when it
+        is not JSON), parsed once: a successful answer's usage is read from that value
+        (the routes that change an answer parsed it a second time)."""
+        raw = await self.read(response, tally=False)
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            value = None
+        if response.is_success:
+            self._metrics.usage(value_usage(value))
+        return raw, value
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from typing import Any
 
-__all__ = ["AnswerUsage", "UsageKind", "answer_usage"]
+__all__ = ["AnswerUsage", "UsageKind", "answer_usage", "value_usage"]
 
 UsageKind = str
 """``input`` (not read from the cache), ``cache_read``, ``cache_write`` or ``output``."""
@@ -63,9 +63,15 @@ def _found(value: Any) -> dict[str, Any] | None:
 def answer_usage(data: bytes) -> Counter[UsageKind]:
     """The usage a whole JSON answer reports (empty if none, or not JSON)."""
     try:
-        usage = _found(json.loads(data))
+        value = json.loads(data)
     except (ValueError, RecursionError):
         return Counter()
+    return value_usage(value)
+
+
+def value_usage(value: Any) -> Counter[UsageKind]:
+    """The usage an answer already parsed reports (empty if none)."""
+    usage = _found(value)
     return Counter() if usage is None else _tokens(usage)
 
 

@@ -7,7 +7,8 @@ never change a value in place (they build new dicts and lists), so a value that 
 the very object parsed here (``is``) still has the text it was parsed from.
 
 Only the top-level members and the elements of ``messages`` are located; the values are
-decoded by the standard library's C scanner, as ``json.loads`` would decode them.
+decoded by msgspec where it takes the body (``_wire_fast``), else by the standard
+library's C scanner, to the values ``json.loads`` gives either way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from json import decoder, scanner
 from json.decoder import JSONDecodeError
 from typing import Any, cast
+
+from ._wire_fast import locate
 
 __all__ = ["ParsedBody", "dumps", "parse_body"]
 
@@ -68,6 +71,8 @@ class ParsedBody:
     """Top-level member -> its size as parsed, for the lists and objects."""
     ends: dict[int, int] = field(default_factory=dict)
     """Message index -> where that message ends in ``text`` (known so far)."""
+    byte_members: dict[str, tuple[int, int]] | None = None
+    """``members`` in ``raw``'s bytes, when known (msgspec found them)."""
     _by_id: dict[int, int] | None = field(default=None, repr=False)
 
     @property
@@ -188,6 +193,9 @@ class ParsedBody:
             and all(self._unchanged(k, v) for k, v in out.items())
         ):
             return self.raw
+        spliced = self._spliced(out)
+        if spliced is not None:
+            return spliced
         parts: list[str] = []
         for key, value in out.items():
             span = self.members.get(key)
@@ -199,13 +207,51 @@ class ParsedBody:
                 parts.append(dumps(key) + ":" + dumps(value))
         return ("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass")
 
+    def _spliced(self, out: dict[str, Any]) -> bytes | None:
+        """``out`` as :meth:`dumps` gives it, when its messages are unchanged (or absent)
+        and the members' places in the bytes are known: the client's bytes of every
+        member kept joined in one copy (the text's slices, joined and encoded, were
+        three copies of the 229 KB request: 0.07 ms)."""
+        spans = self.members if self.ascii else self.byte_members
+        if spans is None:
+            return None
+        parts: list[bytes | memoryview] = [b"{"]
+        view = memoryview(self.raw)
+        for key, value in out.items():
+            if len(parts) > 1:
+                parts.append(b",")
+            span = spans.get(key)
+            if span is not None and self._unchanged(key, value):
+                parts.append(view[span[0] : span[1]])
+            elif key == "messages" and isinstance(value, list):
+                return None
+            else:
+                parts.append((dumps(key) + ":" + dumps(value)).encode("utf-8", "surrogatepass"))
+        parts.append(b"}")
+        return b"".join(parts)
+
 
 def parse_body(raw: bytes) -> ParsedBody | Any:
     """``raw`` parsed as ``json.loads`` parses it (same values, same errors raised:
     ``JSONDecodeError``, ``UnicodeDecodeError``); a ``ParsedBody`` when it is an object,
-    else the decoded value itself."""
+    else the decoded value itself. msgspec decodes it where it can (``_wire_fast``)."""
     encoding = json.detect_encoding(raw)
     text = raw.decode(encoding, "surrogatepass")
+    fast = locate(raw, text) if encoding == "utf-8" else None
+    if fast is not None:
+        parsed = ParsedBody(
+            raw,
+            text,
+            fast.data,
+            fast.members,
+            fast.first,
+            True,
+            fast.sizes,
+            byte_members=fast.byte_members,
+        )
+        if fast.last is not None:
+            parsed.learn_end(*fast.last)
+        return parsed
     i = _skip(text, 0)
     if text[i : i + 1] != "{":
         return json.loads(text)
