@@ -75,8 +75,7 @@ class _SettledServer(uvicorn.Server):
     """uvicorn's server, the heap settled again once it has started: the app's startup
     (the tokenizer, loaded then) and uvicorn's own start-up came after the first
     :func:`settle_heap`, and left 2,399 objects in the collector's view, which every
-    full collection walked (four of about 1 ms in 300 emulated requests of the 229 KB
-    body, with the young threshold at 700; 2026-12-07, 12:41 UTC)."""
+    full collection walked (``tests/gateway/test_gateway_cli.py`` counts them)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
