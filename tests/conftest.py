@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .llama_server_process import ServerFailed, llama_server_process
+from .llama_server_process import embedded_server
 from .pg_server import NoPostgresError, throwaway_postgres
 from .s3_server import CREDENTIALS, create_bucket, s3_server
 
@@ -37,15 +37,7 @@ demo's run on it): a test on one of them is ``model``."""
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL (``http://127.0.0.1:<port>/v1``) of llama.cpp serving the embedded model,
     started once per test session on loopback."""
-    pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
-    from contextfold.model import embedded_model_path
-
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    try:
-        with llama_server_process(embedded_model_path(), log) as url:
-            yield url
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
+    yield from embedded_server(tmp_path_factory, "llama")
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from contextfold.model._local_runtime import default_threads
 
 from .child_process import dies_with_this_process
@@ -93,3 +95,20 @@ def llama_server_process(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def embedded_server(
+    tmp: pytest.TempPathFactory, name: str, *, n_ctx: int = LLAMA_CONTEXT
+) -> Iterator[str]:
+    """A fixture's body: llama.cpp's server with the embedded model, its log under a
+    ``name`` directory of ``tmp``; the test skipped without the ``server`` extra and
+    failed, with the log, when the server does not start."""
+    pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
+    from contextfold.model import embedded_model_path
+
+    log = tmp.mktemp(name) / "server.log"
+    try:
+        with llama_server_process(embedded_model_path(), log, n_ctx=n_ctx) as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))

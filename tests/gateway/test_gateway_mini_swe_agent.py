@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from contextfold.gateway import GatewayConfig, TransparentPolicy, create_app
-from tests.llama_server_process import ServerFailed, llama_server_process
+from tests.llama_server_process import embedded_server
 
 from .servers import serving
 
@@ -106,15 +106,7 @@ def run_mini(base_url: str, tmp: Path, tag: str) -> tuple[dict[str, Any], list[s
 @pytest.fixture(scope="module")
 def small_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's server with the embedded model and an ``N_CTX``-token context."""
-    pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
-    from contextfold.model import embedded_model_path
-
-    log = tmp_path_factory.mktemp("llama-small") / "server.log"
-    try:
-        with llama_server_process(embedded_model_path(), log, n_ctx=N_CTX) as url:
-            yield url
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
+    yield from embedded_server(tmp_path_factory, "llama-small", n_ctx=N_CTX)
 
 
 def prompt_sizes(trajectory: dict[str, Any]) -> list[int]:
