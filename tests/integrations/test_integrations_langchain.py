@@ -14,7 +14,6 @@ import pytest
 
 pytest.importorskip("langchain.agents", reason="needs contextfold[langchain]")
 pytest.importorskip("langchain_openai", reason="needs contextfold[langchain]")
-pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse

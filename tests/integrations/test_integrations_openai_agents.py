@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents", reason="needs contextfold[openai-agents]")
-pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
 
 from agents import (
     Agent,

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="needs contextfold[pydantic-ai]")
-pytest.importorskip("llama_cpp.server", reason="needs contextfold[server]")
 
 from openai import AsyncOpenAI
 from pydantic_ai import Agent

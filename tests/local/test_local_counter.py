@@ -73,6 +73,7 @@ def test_server_count_equals_prompt_tokens_of_llama_cpp_chat_handler(
     )
 
 
+@pytest.mark.model  # needs llama-cpp-python, which .ci/run installs for the model lane only
 def test_template_copy_matches_installed_llama_cpp() -> None:
     llama_chat_format = pytest.importorskip(
         "llama_cpp.llama_chat_format", reason="llama-cpp-python: the 'server' extra"
