@@ -1,7 +1,7 @@
 # Included after every project() of llama-cpp-python's build (.ci/run passes it as
 # CMAKE_PROJECT_INCLUDE). llama-cpp-python forces llama.cpp's `common` library on, but its
 # Python package loads only libllama and the ggml libraries: `common` (chat parsers, argument
-# parsing, JSON) was 220 of the build's 470 CPU-seconds on 2 cores. At the end of the top
+# parsing, JSON) was 205 of the build's 473 CPU-seconds on 2 cores. At the end of the top
 # directory its target is left with one empty source, so the install step still finds a
 # libllama-common.so and nothing compiles it.
 if(NOT COMMAND contextfold_empty_common)
