@@ -112,9 +112,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     there and never waits at a barrier for a thread another test descheduled (the demo,
     68 s alone, went past its 300 s timeout with two threads beside an xdist worker)."""
     for item in items:
-        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())) or (
+            item.nodeid.split("::", 1)[0] in BALANCING
+        ):
             item.add_marker(pytest.mark.model)
     items.sort(key=_longest_first)
+
+
+BALANCING = (
+    "tests/golden/test_golden_replay_dumps.py",
+    "tests/message/test_msg_properties.py",
+)
+"""Files without the model that run in the model lane all the same: single-process and
+CPU-bound (replays, hypothesis), so one CPU is all they use, and there they end both lanes
+of .ci/test together (on 41212bb the parallel part took 600 s, the model lane beside it
+525 s; these two files, 60-70 worker-seconds of the former)."""
 
 
 LONGEST_FIRST = (

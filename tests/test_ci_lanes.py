@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LONGEST_FIRST
+from tests.conftest import BALANCING, LONGEST_FIRST
 
 ROOT = Path(__file__).parents[1]
 
@@ -22,3 +22,12 @@ def test_the_model_lane_keeps_the_collection_order() -> None:
     lane = script.split("CONTEXTFOLD_TEST_PIN_WORKERS=1", 1)[1].split("&\n", 1)[0]
     assert "--no-loadscope-reorder" in lane
     assert '-m "model and not serial"' in lane
+
+
+@pytest.mark.parametrize("path", BALANCING)
+def test_each_balancing_file_exists_and_starts_no_process(path: str) -> None:
+    """Pinned to one CPU in the model lane, a file that started processes or servers of
+    its own would share that CPU with them."""
+    text = (ROOT / path).read_text()
+    assert "subprocess" not in text, path
+    assert "multiprocessing" not in text, path
