@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -57,17 +57,20 @@ async def _pass_through(request: Request) -> Response:
     return await relay(request, dialect_of(request))
 
 
-async def _relay_messages(scope: Scope, receive: Receive, send: Send) -> None:
+def _bare(route: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
+    """``route`` as an ASGI app of its own (no routing around it)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await route(Request(scope, receive))
+        await response(scope, receive, send)
+
+    return app
+
+
+async def _relay_messages(request: Request) -> Response:
     """``POST /v1/messages`` when the gateway passes ``context_management`` through and
     has no transparent mode: what the route does then (the request relayed as it came)."""
-    response = await relay(Request(scope, receive), "anthropic")
-    await response(scope, receive, send)
-
-
-async def _messages_route(scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /v1/messages`` otherwise: the route itself."""
-    response = await messages(Request(scope, receive))
-    await response(scope, receive, send)
+    return await relay(request, "anthropic")
 
 
 class _CountRequests:
@@ -188,10 +191,8 @@ def create_app(
     app.add_middleware(
         _CountRequests,
         metrics=metrics,
-        messages_app=(
-            _relay_messages
-            if config.passes_context_management and mode is None
-            else _messages_route
+        messages_app=_bare(
+            _relay_messages if config.passes_context_management and mode is None else messages
         ),
     )
     return app
