@@ -124,3 +124,28 @@ async def test_a_hostile_grep_on_a_busy_machine_comes_back_near_its_limit() -> N
     assert "did not finish" in answer
     print(f"two 0.2 s greps beside four busy processes: {took:.2f} s")
     assert took < 3.0, f"two 0.2 s greps took {took:.1f} s"  # before: 29.9 s
+
+
+async def test_a_call_without_a_deadline_waits_for_a_place_instead_of_failing() -> None:
+    """Both matching places taken (two slow calls with a deadline): a call without one
+    waits its turn and gets its answer (a ``-1`` timeout made the semaphore give up at
+    once, and the call raised ``_Left``: a concurrent search failed under load)."""
+    started = threading.Event()
+    release = threading.Event()
+
+    def hold() -> str:
+        started.set()
+        release.wait(5)
+        return "held"
+
+    holders = [
+        asyncio.ensure_future(off_loop(hold, deadline=Deadline(10, GREP_TIMEOUT)))
+        for _ in range(MATCH_THREADS)
+    ]
+    assert await asyncio.to_thread(started.wait, 5)
+    await asyncio.sleep(0.2)  # both places taken
+    waiting = asyncio.ensure_future(off_loop(lambda: "mine"))
+    await asyncio.sleep(0.2)
+    release.set()
+    assert await asyncio.wait_for(waiting, 10) == "mine"
+    assert await asyncio.gather(*holders) == ["held"] * MATCH_THREADS

@@ -128,7 +128,8 @@ class _Call:
 
     def run(self, deadline: Deadline | None, fn: Callable[..., _T], args: Any) -> _T:
         """In a matching thread: wait for a place, then ``fn(*args)``."""
-        wait = -1.0 if deadline is None else max(deadline.left(), 0.0)
+        # None waits as long as it takes (a semaphore's timeout of -1 is no wait at all).
+        wait = None if deadline is None else max(deadline.left(), 0.0)
         if not self._places.acquire(timeout=wait):
             raise _Left
         with self._lock:
