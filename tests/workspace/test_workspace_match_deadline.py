@@ -9,7 +9,6 @@ notice; the thread runs on to its own limit and frees its place for the next cal
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from contextfold.workspace._grep import (
     Deadline,
     off_loop,
 )
+
+from .busy_machine import busy_processes
 
 WATCHDOG = 30.0
 """What the old code did here was wait until the thread ended: never, in these tests."""
@@ -106,21 +107,12 @@ async def test_a_hostile_grep_on_a_busy_machine_comes_back_near_its_limit() -> N
     ws = MemoryWorkspace()
     await ws.offload_tool_result("s", ToolResultBlock(id="c", name="t", output="a" * 40 + "b"))
     _, grep, *_ = readback_tools(ws, grep_timeout=0.2)
-    busy = [
-        await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
-        for _ in range(4)
-    ]
-    try:
-        await asyncio.sleep(0.5)
+    async with busy_processes(4):
         started = time.monotonic()
         with pytest.raises(TimeoutError, match="did not finish"):
             await ws.grep(r"(a|aa)+$", time_limit=0.2)
         answer = await grep(r"(a|aa)+$b")
         took = time.monotonic() - started
-    finally:
-        for p in busy:
-            p.kill()
-            await p.wait()
     assert "did not finish" in answer
     print(f"two 0.2 s greps beside four busy processes: {took:.2f} s")
     assert took < 3.0, f"two 0.2 s greps took {took:.1f} s"  # before: 29.9 s

@@ -71,14 +71,22 @@ GLOB_TIMEOUT = "the glob pattern did not finish within {seconds}s; use fewer '*'
 class _Threads:
     """The matching threads of one process and the places they run calls in: at most
     ``MATCH_THREADS`` calls match for a waiting caller; the other threads are for calls
-    whose callers have left (``_Call``)."""
+    whose callers have left (``_Call``). Two pools share the places: ``lowest`` for the
+    patterns the model wrote (a regular expression or glob can be exponential: it burns
+    only what the loop leaves), ``normal`` for bounded work such as a search, at the
+    caller's priority (a nice-19 thread on a busy machine gets under 1% of a core: a
+    search needing 20 ms of CPU reached its 5 s deadline). A thread cannot be set back
+    from nice 19 without privileges, hence two pools rather than one reniced per call."""
 
     def __init__(self) -> None:
         self.places = threading.BoundedSemaphore(MATCH_THREADS)
-        self.executor = ThreadPoolExecutor(
+        self.lowest = ThreadPoolExecutor(
             MATCH_THREADS + MAX_OVERDUE_THREADS,
             thread_name_prefix="contextfold-match",
             initializer=_background,
+        )
+        self.normal = ThreadPoolExecutor(
+            MATCH_THREADS + MAX_OVERDUE_THREADS, thread_name_prefix="contextfold-search"
         )
 
 
@@ -151,17 +159,25 @@ class _Call:
                 self._places.release()
 
 
-async def off_loop(fn: Callable[..., _T], *args: Any, deadline: Deadline | None = None) -> _T:
-    """Run ``fn(*args)`` in the matching threads. Cancelling the caller does not stop the
-    thread: the work stops at its own deadline. With ``deadline``, the caller gets
-    ``deadline``'s ``TimeoutError`` when it passes, whether or not the thread has noticed
-    (see the module). Worker processes that ``fn`` may need are started at this thread's
-    priority, not the matching threads' (``_process.prepare``)."""
+async def off_loop(
+    fn: Callable[..., _T],
+    *args: Any,
+    deadline: Deadline | None = None,
+    lowest_priority: bool = True,
+) -> _T:
+    """Run ``fn(*args)`` in the matching threads: at the lowest priority for a pattern the
+    model wrote, else (``lowest_priority=False``, bounded work) at the caller's. Cancelling
+    the caller does not stop the thread: the work stops at its own deadline. With
+    ``deadline``, the caller gets ``deadline``'s ``TimeoutError`` when it passes, whether
+    or not the thread has noticed (see the module). Worker processes that ``fn`` may need
+    are started at this thread's priority, not the matching threads'
+    (``_process.prepare``)."""
     _process.prepare()
     threads = _the_threads()
     call = _Call(threads.places)
     work = functools.partial(call.run, deadline, fn, args)
-    future = asyncio.get_running_loop().run_in_executor(threads.executor, work)
+    executor = threads.lowest if lowest_priority else threads.normal
+    future = asyncio.get_running_loop().run_in_executor(executor, work)
     try:
         if deadline is None:
             return await future

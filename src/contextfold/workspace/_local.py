@@ -23,7 +23,7 @@ from typing import BinaryIO
 from .._exceptions import UnsafePathError, WorkspaceError
 from .._logging import logger
 from ._glob import in_path_order
-from ._grep import Deadline, off_loop
+from ._grep import Deadline
 from ._index_ro import query_read_only
 from ._lease import Lease, acquire_lease
 from ._local_files import (
@@ -50,7 +50,7 @@ from ._local_files import (
 from ._local_leases import LocalLeases
 from ._names import CONTEXT_FILE, ItemPath, decode_key, is_capped, parse_ref, tool_file
 from ._pieces import Chunks
-from ._search import RawHit, SearchableWorkspace
+from ._search import RawHit, SearchableWorkspace, rank_off_loop
 from ._side_index import INDEX_FILE, SideIndex
 from ._types import SkippedEntry
 
@@ -529,7 +529,7 @@ class LocalWorkspace(SearchableWorkspace):
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
         self._require_init()
-        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
+        return await rank_off_loop(self._search_sync, terms, skey, limit, deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline

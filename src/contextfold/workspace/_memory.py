@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 from . import _fts
 from ._glob import in_path_order
-from ._grep import Deadline, off_loop
+from ._grep import Deadline
 from ._lines import OFF_LOOP_BYTES
 from ._names import CONTEXT_FILE, ItemPath, tool_file
 from ._pieces import Chunks, join_pieces, size_of
-from ._search import Doc, RawHit, SearchableWorkspace, context_docs, tool_doc
+from ._search import Doc, RawHit, SearchableWorkspace, context_docs, rank_off_loop, tool_doc
 
 __all__ = ["MemoryWorkspace"]
 
@@ -206,7 +206,7 @@ class MemoryWorkspace(SearchableWorkspace):
     async def _search(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
     ) -> list[RawHit]:
-        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
+        return await rank_off_loop(self._search_sync, terms, skey, limit, deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline

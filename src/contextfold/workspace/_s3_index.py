@@ -167,6 +167,7 @@ class S3SearchIndex:
                 limit,
                 time.monotonic() + deadline.left(),
                 deadline=deadline,
+                lowest_priority=False,
             )
         except TimeoutError:
             raise deadline.expired() from None

@@ -12,6 +12,7 @@ enforces, and the snippet work off the event loop.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._process import run
@@ -32,6 +33,7 @@ __all__ = [
     "SearchableWorkspace",
     "context_docs",
     "doc_terms",
+    "rank_off_loop",
     "tool_doc",
 ]
 
@@ -69,6 +71,20 @@ class RawHit:
     text: str | None
     session_id: str | None = None
     """Filled in by backends that know it; else derived from ``skey``."""
+
+
+async def rank_off_loop(
+    rank: Callable[[list[str], str | None, int, Deadline], list[RawHit]],
+    terms: list[str],
+    skey: str | None,
+    limit: int,
+    deadline: Deadline,
+) -> list[RawHit]:
+    """A store's synchronous ranking in a matching thread at the caller's priority (the
+    work is bounded: no pattern of the model's in it), answered at ``deadline``."""
+    return await off_loop(
+        rank, terms, skey, limit, deadline, deadline=deadline, lowest_priority=False
+    )
 
 
 def _snippets(texts: list[str], terms: list[str]) -> list[str]:
@@ -161,7 +177,13 @@ class SearchableWorkspace(BaseWorkspace):
                 text = body[:MAX_DOC_CHARS].decode("utf-8", "replace")
             found.append((raw, item, text))
         deadline.left()
-        snippets = await off_loop(_snippets, [text for _, _, text in found], terms)
+        snippets = await off_loop(
+            _snippets,
+            [text for _, _, text in found],
+            terms,
+            deadline=deadline,
+            lowest_priority=False,
+        )
         return [
             SearchHit(
                 ref=self._display(item.rel),

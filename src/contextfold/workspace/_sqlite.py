@@ -14,10 +14,10 @@ from typing import TypeVar
 
 from .._exceptions import WorkspaceError
 from . import _fts
-from ._grep import Deadline, off_loop
+from ._grep import Deadline
 from ._lease import Lease, LeaseHolder, acquire_lease
 from ._names import CONTEXT_FILE, ItemPath, encode_key, is_capped, tool_file
-from ._search import RawHit, SearchableWorkspace, context_docs, tool_doc
+from ._search import RawHit, SearchableWorkspace, context_docs, rank_off_loop, tool_doc
 from ._sqlite_leases import LEASES_SCHEMA, SQLiteLeases
 
 __all__ = ["SQLiteWorkspace"]
@@ -300,7 +300,7 @@ class SQLiteWorkspace(SearchableWorkspace):
     ) -> list[RawHit]:
         if self._conn is None:
             raise WorkspaceError("SQLiteWorkspace is closed; call `await initialize()`")
-        return await off_loop(self._search_sync, terms, skey, limit, deadline, deadline=deadline)
+        return await rank_off_loop(self._search_sync, terms, skey, limit, deadline)
 
     def _search_sync(
         self, terms: list[str], skey: str | None, limit: int, deadline: Deadline
