@@ -25,11 +25,14 @@ from . import _fts
 from ._names import CONTEXT_FILE
 from ._pieces import Chunks, size_of
 from ._search import RawHit, context_docs, tool_doc
+from ._wal import enter_wal
 
 __all__ = ["INDEX_FILE", "SideIndex"]
 
 INDEX_FILE = "search.sqlite3"
 _FILES = ("", "-wal", "-shm", "-journal")
+_BUSY_TIMEOUT = 60.0
+"""How long a connection waits for another process's lock on the index."""
 """The database file and SQLite's companions, by suffix."""
 
 
@@ -76,10 +79,10 @@ class SideIndex:
         self._create()
         self._confined()
         conn = sqlite3.connect(
-            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+            self.path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            enter_wal(conn, _BUSY_TIMEOUT)
             # NORMAL, even when the files are fsynced: a power loss may lose the last
             # index transactions, never half of one, and the catch-up indexes them again
             # from the files; no second fsync per offload.

@@ -19,6 +19,7 @@ from ._lease import Lease, LeaseHolder, acquire_lease
 from ._names import CONTEXT_FILE, ItemPath, encode_key, is_capped, tool_file
 from ._search import RawHit, SearchableWorkspace, context_docs, rank_off_loop, tool_doc
 from ._sqlite_leases import LEASES_SCHEMA, SQLiteLeases
+from ._wal import enter_wal
 
 __all__ = ["SQLiteWorkspace"]
 
@@ -99,7 +100,7 @@ class SQLiteWorkspace(SearchableWorkspace):
             self._path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        enter_wal(conn, self._busy_timeout)
         conn.execute(f"PRAGMA synchronous = {'FULL' if self._fsync else 'NORMAL'}")
         return conn
 

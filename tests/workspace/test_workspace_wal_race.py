@@ -1,0 +1,92 @@
+"""Many processes opening one SQLite database at once all get it in WAL mode.
+
+SQLite answers ``PRAGMA journal_mode = WAL`` with "database is locked" at once (its busy
+handler not called) when two connections would deadlock upgrading their locks; CI saw a
+LocalWorkspace's first ``initialize`` fail so in one of 16 processes. The bare pragma in
+the same race is the control: it shows the race happens on this machine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from contextfold.workspace._side_index import SideIndex
+from contextfold.workspace._wal import enter_wal
+
+CONNECTIONS = 8
+ROUNDS = 100
+
+
+def _race(tmp_path: Path, switch: Callable[[sqlite3.Connection], None]) -> list[str]:
+    """``ROUNDS`` fresh databases, each switched by ``CONNECTIONS`` threads at once."""
+    errors: list[str] = []
+    tmp_path.mkdir()
+    for i in range(ROUNDS):
+        path = tmp_path / f"db{i}.sqlite3"
+        sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+        start = threading.Barrier(CONNECTIONS)
+
+        def one(path: Path = path, start: threading.Barrier = start) -> None:
+            conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+            start.wait()
+            try:
+                switch(conn)
+            except sqlite3.OperationalError as exc:
+                errors.append(str(exc))
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=one) for _ in range(CONNECTIONS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return errors
+
+
+def test_entering_wal_waits_out_the_lock_the_bare_pragma_fails_on(tmp_path: Path) -> None:
+    bare = _race(tmp_path / "bare", lambda c: c.execute("PRAGMA journal_mode = WAL") and None)
+    if not bare:
+        pytest.skip("no lock race on this machine in 800 bare switches")
+    assert set(bare) == {"database is locked"}
+    assert _race(tmp_path / "ours", lambda c: enter_wal(c, 60)) == []
+
+
+def _opened_together(open_one: Callable[[], None], n: int = 16) -> list[str]:
+    start = threading.Barrier(n)
+    errors: list[str] = []
+
+    def one() -> None:
+        start.wait()
+        try:
+            open_one()
+        except sqlite3.OperationalError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_a_side_index_opened_by_many_at_once_opens_for_all(tmp_path: Path) -> None:
+    """As the workspaces open it (the race itself is rarer here: 3 in 3,200 before)."""
+    for i in range(20):
+        path = str(tmp_path / f"index{i}.sqlite3")
+        opened: list[SideIndex] = []
+        assert _opened_together(lambda path=path, opened=opened: opened.append(_open(path))) == []
+        for index in opened:
+            index.close()
+
+
+def _open(path: str) -> SideIndex:
+    index = SideIndex(path)
+    index.open()
+    return index
