@@ -22,49 +22,15 @@ CONNECTIONS = 8
 ROUNDS = 100
 
 
-def _race(tmp_path: Path, switch: Callable[[sqlite3.Connection], None]) -> list[str]:
-    """``ROUNDS`` fresh databases, each switched by ``CONNECTIONS`` threads at once."""
-    errors: list[str] = []
-    tmp_path.mkdir()
-    for i in range(ROUNDS):
-        path = tmp_path / f"db{i}.sqlite3"
-        sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
-        start = threading.Barrier(CONNECTIONS)
-
-        def one(path: Path = path, start: threading.Barrier = start) -> None:
-            conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-            start.wait()
-            try:
-                switch(conn)
-            except sqlite3.OperationalError as exc:
-                errors.append(str(exc))
-            finally:
-                conn.close()
-
-        threads = [threading.Thread(target=one) for _ in range(CONNECTIONS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    return errors
-
-
-def test_entering_wal_waits_out_the_lock_the_bare_pragma_fails_on(tmp_path: Path) -> None:
-    bare = _race(tmp_path / "bare", lambda c: c.execute("PRAGMA journal_mode = WAL") and None)
-    if not bare:
-        pytest.skip("no lock race on this machine in 800 bare switches")
-    assert set(bare) == {"database is locked"}
-    assert _race(tmp_path / "ours", lambda c: enter_wal(c, 60)) == []
-
-
-def _opened_together(open_one: Callable[[], None], n: int = 16) -> list[str]:
+def _at_once(n: int, fn: Callable[[], None]) -> list[str]:
+    """``fn`` in ``n`` threads released together; the SQLite errors they met."""
     start = threading.Barrier(n)
     errors: list[str] = []
 
     def one() -> None:
         start.wait()
         try:
-            open_one()
+            fn()
         except sqlite3.OperationalError as exc:
             errors.append(str(exc))
 
@@ -76,12 +42,40 @@ def _opened_together(open_one: Callable[[], None], n: int = 16) -> list[str]:
     return errors
 
 
+def _race(tmp_path: Path, switch: Callable[[sqlite3.Connection], None]) -> list[str]:
+    """``ROUNDS`` fresh databases, each switched by ``CONNECTIONS`` threads at once."""
+    errors: list[str] = []
+    tmp_path.mkdir()
+    for i in range(ROUNDS):
+        path = tmp_path / f"db{i}.sqlite3"
+        sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+
+        # Connected before the threads are released: the race is then in the switch alone.
+        conns = [
+            sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+            for _ in range(CONNECTIONS)
+        ]
+        each = iter(conns)
+        errors += _at_once(CONNECTIONS, lambda each=each: switch(next(each)))
+        for conn in conns:
+            conn.close()
+    return errors
+
+
+def test_entering_wal_waits_out_the_lock_the_bare_pragma_fails_on(tmp_path: Path) -> None:
+    bare = _race(tmp_path / "bare", lambda c: c.execute("PRAGMA journal_mode = WAL") and None)
+    if not bare:
+        pytest.skip("no lock race on this machine in 800 bare switches")
+    assert set(bare) == {"database is locked"}
+    assert _race(tmp_path / "ours", lambda c: enter_wal(c, 60)) == []
+
+
 def test_a_side_index_opened_by_many_at_once_opens_for_all(tmp_path: Path) -> None:
     """As the workspaces open it (the race itself is rarer here: 3 in 3,200 before)."""
     for i in range(20):
         path = str(tmp_path / f"index{i}.sqlite3")
         opened: list[SideIndex] = []
-        assert _opened_together(lambda path=path, opened=opened: opened.append(_open(path))) == []
+        assert _at_once(16, lambda path=path, opened=opened: opened.append(_open(path))) == []
         for index in opened:
             index.close()
 
