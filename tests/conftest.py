@@ -119,14 +119,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_longest_first)
 
 
-BALANCING = (
-    "tests/golden/test_golden_replay_dumps.py",
-    "tests/message/test_msg_properties.py",
-)
+BALANCING = ("tests/message/test_msg_properties.py",)
 """Files without the model that run in the model lane all the same: single-process and
-CPU-bound (replays, hypothesis), so one CPU is all they use, and there they end both lanes
-of .ci/test together (on 41212bb the parallel part took 600 s, the model lane beside it
-525 s; these two files, 60-70 worker-seconds of the former)."""
+CPU-bound (hypothesis), so one CPU is all they use, and there they end both lanes of
+.ci/test together. (The golden replays, 65 worker-seconds, went back to the parallel part
+once that part got shorter: on e69bcdc it took 523 s and ended 65 s before the lane.)"""
 
 
 LONGEST_FIRST = (
