@@ -31,9 +31,9 @@ __all__ = ["INDEX_FILE", "SideIndex"]
 
 INDEX_FILE = "search.sqlite3"
 _FILES = ("", "-wal", "-shm", "-journal")
+"""The database file and SQLite's companions, by suffix."""
 _BUSY_TIMEOUT = 60.0
 """How long a connection waits for another process's lock on the index."""
-"""The database file and SQLite's companions, by suffix."""
 
 
 class SideIndex:
