@@ -123,7 +123,8 @@ BALANCING = ("tests/message/test_msg_properties.py",)
 """Files without the model that run in the model lane all the same: single-process and
 CPU-bound (hypothesis), so one CPU is all they use, and there they end both lanes of
 .ci/test together. (The golden replays, 65 worker-seconds, went back to the parallel part
-once that part got shorter: on e69bcdc it took 523 s and ended 65 s before the lane.)"""
+once that part got shorter: 523 s on e69bcdc against 603-640 s for the lane in this
+session's runs.)"""
 
 
 LONGEST_FIRST = (
