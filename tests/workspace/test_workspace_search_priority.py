@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from contextfold.message import ToolResultBlock
-from contextfold.workspace import LocalWorkspace, MemoryWorkspace, _grep_process
+from contextfold.workspace import LocalWorkspace, MemoryWorkspace, _grep, _grep_process
 
 from .busy_machine import busy_processes
 
@@ -51,7 +51,7 @@ async def _filled(ws: MemoryWorkspace | LocalWorkspace, items: int) -> None:
 
 
 @pytest.mark.parametrize("kind", ["memory", "local"])
-async def test_a_search_runs_at_the_callers_priority_a_grep_at_the_lowest(
+async def test_a_search_runs_at_the_callers_priority_a_grep_and_a_glob_at_the_lowest(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = MemoryWorkspace() if kind == "memory" else LocalWorkspace(tmp_path)
@@ -59,16 +59,21 @@ async def test_a_search_runs_at_the_callers_priority_a_grep_at_the_lowest(
     searched: list[int] = []
     grepped: list[int] = []
     monkeypatch.setattr(cls, "_search_sync", _recording(cls._search_sync, searched))
+    globbed: list[int] = []
     monkeypatch.setattr(
         _grep_process, "search_stream", _recording(_grep_process.search_stream, grepped)
     )
+    monkeypatch.setattr(_grep, "_match_paths", _recording(_grep._match_paths, globbed))
     await _filled(ws, 3)
     assert await ws.search("parse_args")
     assert await ws.grep("value5")
+    assert await ws.grep("value5", glob="sessions/*/tool_result-c*")  # the glob filter
     await ws.close()
     assert searched == [_priority()]  # the loop's thread's
     assert grepped
     assert set(grepped) == {19}
+    assert globbed
+    assert set(globbed) == {19}
 
 
 @pytest.mark.serial  # four busy processes; measured alone (.ci/test)
