@@ -3,9 +3,8 @@
 # in the tests; at the end of the top directory it trims what that never runs:
 # - llama.cpp's `common` library, which llama-cpp-python forces on but whose Python package
 #   loads only libllama and the ggml libraries (the build took 473 CPU-seconds with it,
-#   238-268 without), and the
-#   cpp-httplib it links (23 s): left with one empty source each, so the install step still
-#   finds a libllama-common.so and nothing compiles them;
+#   238-268 without), and the cpp-httplib it links (23 s): left with one empty source
+#   each, so the install step still finds a libllama-common.so and nothing compiles them;
 # - libllama at -O1 (216 of the remaining 335 compile-seconds were its sources at -O3): it
 #   builds the graph and loads the file; the arithmetic is ggml's, kept at -O3, and so are
 #   the grammar and the samplers, which run over the vocabulary at every decoded token.

@@ -13,8 +13,8 @@ def enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
 
     Changing the journal mode takes an exclusive lock, and SQLite answers "database is
     locked" at once, without waiting in its busy handler, when two connections that both
-    read the header would otherwise deadlock upgrading their locks: 8 connections opening
-    one database together failed about 1 time in 100 here, and a workspace's first
+    read the header would otherwise deadlock upgrading their locks: 8 connections switching
+    one database together failed 0.4-1.9% of the time here, and a workspace's first
     ``initialize`` in 16 processes failed in CI.
     """
     deadline = time.monotonic() + timeout
