@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,6 +118,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ):
             item.add_marker(pytest.mark.model)
     items.sort(key=_longest_first)
+    unlisted = serial_tests_outside_listed_files(items)
+    if unlisted:
+        raise pytest.UsageError(
+            f"{unlisted[0]} is `serial` but its file does not say {SERIAL_MARK!r}: .ci/test "
+            "collects the serial tests only from files that do, so it would never run"
+        )
 
 
 BALANCING = ("tests/message/test_msg_properties.py",)
@@ -139,6 +146,27 @@ LONGEST_FIRST = (
 hands its two workers files in this order as they free up, longest first: with its own
 order (files with the most tests first) these single-test files came last, and one
 worker ran 200 s longer than the other."""
+
+
+SERIAL_MARK = "pytest.mark.serial"
+""".ci/test collects its `serial` phase only from the test files that contain this text
+(collecting every file took 11 s of that phase's 15 s of start-up, on its critical path)."""
+
+
+def serial_tests_outside_listed_files(items: Sequence[pytest.Item]) -> list[str]:
+    """Node ids of `serial` tests whose file does not contain :data:`SERIAL_MARK` (the
+    `serial` phase of .ci/test would not collect them, and the others deselect them)."""
+    texts: dict[Path, bool] = {}
+    unlisted = []
+    for item in items:
+        if item.get_closest_marker("serial") is None:
+            continue
+        path = Path(str(item.path))
+        if path not in texts:
+            texts[path] = SERIAL_MARK in path.read_text(encoding="utf-8")
+        if not texts[path]:
+            unlisted.append(item.nodeid)
+    return unlisted
 
 
 def _longest_first(item: pytest.Item) -> int:
