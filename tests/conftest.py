@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .lanes import BALANCING, MODEL_FIXTURES, outside_their_lane
 from .llama_server_process import embedded_server
 from .pg_server import NoPostgresError, throwaway_postgres
 from .s3_server import CREDENTIALS, create_bucket, s3_server
@@ -20,18 +20,6 @@ from .s3_server import CREDENTIALS, create_bucket, s3_server
 pytest_plugins = ["pytester"]  # runs the public WorkspaceContract on a broken offloader
 
 _SUMMARY_KEY = "contextfold_reliability_summary"
-MODEL_FIXTURES = frozenset(
-    {
-        "llama_server",
-        "small_llama_server",
-        "local_model",
-        "counting_model",
-        "llama_server_format",
-        "demo_run",
-    }
-)
-"""Fixtures that run the embedded model (the llama.cpp server, the model in process, the
-demo's run on it): a test on one of them is ``model``."""
 
 
 @pytest.fixture(scope="session")
@@ -118,20 +106,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ):
             item.add_marker(pytest.mark.model)
     items.sort(key=_longest_first)
-    unlisted = serial_tests_outside_listed_files(items)
-    if unlisted:
+    problems = outside_their_lane(items)
+    if problems:
         raise pytest.UsageError(
-            f"{unlisted[0]} is `serial` but its file does not say {SERIAL_MARK!r}: .ci/test "
-            "collects the serial tests only from files that do, so it would never run"
+            f"{problems[0]}: .ci/test collects that lane only from the files that do "
+            "(tests/lanes.py), so it would never run"
         )
-
-
-BALANCING = ("tests/message/test_msg_properties.py",)
-"""Files without the model that run in the model lane all the same: single-process and
-CPU-bound (hypothesis), so one CPU is all they use, and there they end both lanes of
-.ci/test together. (The golden replays, 65 worker-seconds, went back to the parallel part
-once that part got shorter: 523 s on e69bcdc against 603-640 s for the lane in this
-session's runs.)"""
 
 
 LONGEST_FIRST = (
@@ -146,27 +126,6 @@ LONGEST_FIRST = (
 hands its two workers files in this order as they free up, longest first: with its own
 order (files with the most tests first) these single-test files came last, and one
 worker ran 200 s longer than the other."""
-
-
-SERIAL_MARK = "pytest.mark.serial"
-""".ci/test collects its `serial` phase only from the test files that contain this text
-(collecting every file took 11 s of that phase's 15 s of start-up, on its critical path)."""
-
-
-def serial_tests_outside_listed_files(items: Sequence[pytest.Item]) -> list[str]:
-    """Node ids of `serial` tests whose file does not contain :data:`SERIAL_MARK` (the
-    `serial` phase of .ci/test would not collect them, and the others deselect them)."""
-    texts: dict[Path, bool] = {}
-    unlisted = []
-    for item in items:
-        if item.get_closest_marker("serial") is None:
-            continue
-        path = Path(str(item.path))
-        if path not in texts:
-            texts[path] = SERIAL_MARK in path.read_text(encoding="utf-8")
-        if not texts[path]:
-            unlisted.append(item.nodeid)
-    return unlisted
 
 
 def _longest_first(item: pytest.Item) -> int:
