@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +76,7 @@ def lane_files(lane: str, root: Path = ROOT) -> list[str]:
     return out
 
 
-class _Item:  # the part of pytest.Item read here
+class _Item(Protocol):  # the part of pytest.Item read here
     nodeid: str
     path: Path
 
