@@ -285,9 +285,8 @@ async def test_grep_without_a_session_lists_a_page_at_a_time(kind: str, tmp_path
         f"sessions/s{n:04d}/tool_result-c.txt:1:needle here" for n in (1, 3, 5)
     ]
     assert ws.looked <= 500  # one page of the listing, not 1,200 sessions
-    # a grep that goes through everything still finds everything, in path order (reading
-    # 1,200 items in nice-19 threads: the time limit, tested elsewhere, is not the point
-    # here, and on a busy machine those threads get little of the CPU)
+    # a grep that goes through everything still finds everything, in path order (its time
+    # limit, tested elsewhere, is not the point here: 1,200 items on a busy machine)
     every = await ws.grep("needle", max_results=10_000, time_limit=120)
     assert [m.path for m in every] == [
         f"sessions/s{n:04d}/tool_result-c.txt" for n in range(1, 1200, 2)

@@ -2,12 +2,13 @@
 
 The screen of each 256 KB block and the split of the blocks that match are ``regex`` and
 Python work: over a 100 MB item, about a second of it, a few milliseconds at a time. In a
-matching thread of this process (at nice 19, so a hostile pattern burns only what the event
-loop leaves) that held the GIL, and the loop with it, for up to 2 s at a time on a loaded
-machine: the OS had stopped the thread while it held the GIL. Here the matching thread only
-reads the item a megabyte at a time and writes it to a worker process (``contextfold._process``)
-that runs the same :class:`~contextfold.workspace._grep.Searcher`, under what is left of
-the deadline and the result budget; both the reads and the writes release the GIL.
+matching thread of this process (set to nice 19 once past its grace, so a hostile pattern
+burns only what the event loop leaves) that held the GIL, and the loop with it, for up to
+2 s at a time on a loaded machine: the OS had stopped the thread while it held the GIL.
+Here the matching thread only reads the item a megabyte at a time and writes it to a
+worker process (``contextfold._process``) that runs the same
+:class:`~contextfold.workspace._grep.Searcher`, under what is left of the deadline and the
+result budget; both the reads and the writes release the GIL.
 """
 
 from __future__ import annotations
