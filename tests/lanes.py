@@ -1,7 +1,7 @@
 """Which test files each lane of .ci/test collects, and the check that keeps that true.
 
 .ci/test runs the `serial` tests alone, then the rest on two workers beside the `model`
-lane. Collecting the whole suite costs each pytest process 11 s of CPU (importing 270
+lane. Collecting the whole suite takes each pytest process about 11 s here (importing 270
 test modules and rewriting their asserts; where PYTHONDONTWRITEBYTECODE is set, as on this
 project's machines, nothing is cached between processes), so the `serial` phase and the
 model lane's two workers collect only the files that can hold their tests, found by their
