@@ -4,9 +4,9 @@ docs/RELIABILITY.md: a pattern's matching thread is set to nice 19 once it has r
 ``_grep.PATTERN_GRACE_S`` (a hostile pattern burns only what the loop leaves; until round
 10, from its first instant); on a loaded machine a nice-19 thread descheduled while it
 holds the GIL makes the loop wait behind every other process. This compares the loop gaps
-of the same greps with the niceness as shipped and with it left at 0 (``_grep._lowest``
-replaced). A large item is matched in a worker process since round 3, its bytes moved by a
-thread at the caller's priority, so the two now differ little:
+of the same greps with the niceness as shipped and with it left at 0
+(``_match_threads._lowest`` replaced). A large item is matched in a worker process since
+round 3, its bytes moved by a thread at the caller's priority, so the two now differ little:
 
     PYTHONPATH=src python benchmarks/grep_niceness.py 19
     PYTHONPATH=src python benchmarks/grep_niceness.py 0
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import contextfold.workspace._grep as grep_module
+import contextfold.workspace._match_threads as match_threads
 from contextfold.message import ToolResultBlock
 from contextfold.tool import readback_tools
 from contextfold.workspace import LocalWorkspace
@@ -32,7 +32,7 @@ from hostile_large_items import big_text, held
 
 async def main(nice: str) -> None:
     if nice == "0":
-        grep_module._lowest = lambda thread_id: None
+        match_threads._lowest = lambda thread_id: None
     with tempfile.TemporaryDirectory() as tmp:
         ws = LocalWorkspace(Path(tmp) / "w", fsync=False)
         await ws.initialize()
