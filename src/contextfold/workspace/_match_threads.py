@@ -55,8 +55,8 @@ class _Pool:
     """Threads that run calls at the priority of the thread that submits them (threads
     are started by :meth:`submit`, and a new thread has its creator's nice value on
     Linux). A call may set its thread to the lowest priority (``_Lowered``), which cannot
-    be undone without privileges: that thread then ends as soon as another thread is free
-    for the waiting calls, or when there are none, and a later call gets a new thread. At
+    be undone without privileges: that thread then ends as soon as an idle thread is there
+    for each waiting call (at once when none waits), and a later call gets a new thread. At
     most ``size`` threads, as a ``ThreadPoolExecutor``."""
 
     def __init__(self, size: int, name: str) -> None:
@@ -84,8 +84,8 @@ class _Pool:
         lowered = False
         while True:
             with self._ready:
-                if lowered and (not self._jobs or self._idle):
-                    self._threads -= 1  # a thread at its caller's priority takes over
+                if lowered and len(self._jobs) <= self._idle:
+                    self._threads -= 1  # threads at the caller's priority take what waits
                     return
                 while not self._jobs:
                     self._idle += 1
