@@ -55,12 +55,12 @@ def _test_files(root: Path) -> list[Path]:
     return sorted((root / "tests").rglob("test_*.py"))
 
 
-def says_serial(text: str) -> bool:
-    return SERIAL_MARK in text
-
-
-def says_model(text: str) -> bool:
-    return MODEL_MARK in text or _MODEL_WORD.search(text) is not None
+def in_lane(lane: str, relative: str, text: str) -> bool:
+    """Whether the ``lane`` collects the test file at ``relative`` (to the repository's
+    root, posix) whose source is ``text``."""
+    if lane == "serial":
+        return SERIAL_MARK in text
+    return MODEL_MARK in text or _MODEL_WORD.search(text) is not None or relative in BALANCING
 
 
 def lane_files(lane: str, root: Path = ROOT) -> list[str]:
@@ -70,8 +70,7 @@ def lane_files(lane: str, root: Path = ROOT) -> list[str]:
     out = []
     for path in _test_files(root):
         relative = path.relative_to(root).as_posix()
-        text = path.read_text(encoding="utf-8")
-        if says_serial(text) if lane == "serial" else (says_model(text) or relative in BALANCING):
+        if in_lane(lane, relative, path.read_text(encoding="utf-8")):
             out.append(relative)
     return out
 
@@ -96,11 +95,10 @@ def outside_their_lane(items: Iterable[_Item]) -> list[str]:
         path = Path(str(item.path))
         if path not in texts:
             texts[path] = path.read_text(encoding="utf-8")
-        text = texts[path]
-        if serial and not says_serial(text):
+        text, relative = texts[path], item.nodeid.split("::", 1)[0]
+        if serial and not in_lane("serial", relative, text):
             problems.append(f"{item.nodeid} is `serial` but its file does not say {SERIAL_MARK!r}")
-        in_balancing = item.nodeid.split("::", 1)[0] in BALANCING
-        if model and not serial and not (says_model(text) or in_balancing):
+        if model and not serial and not in_lane("model", relative, text):
             problems.append(
                 f"{item.nodeid} is `model` but its file neither says {MODEL_MARK!r} nor "
                 f"names a model fixture ({', '.join(sorted(MODEL_FIXTURES))})"
