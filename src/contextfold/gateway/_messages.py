@@ -21,7 +21,7 @@ from ..context import ModelSummarizer, Summarizer
 from ..message import Usage
 from ._answer import UpstreamAnswer
 from ._apply import EditOutcome, apply_context_management, unedited
-from ._body import BodyError, read_body, read_parsed
+from ._body import BodyError, read_parsed
 from ._compaction import CompactionDone, compact
 from ._count import Tally
 from ._disconnect import ClientGone, race_disconnect
@@ -30,7 +30,15 @@ from ._errors import error_response, not_transformed
 from ._kept import Kept, kept_as_is
 from ._paused import paused_answer
 from ._prefix import Known, checkpoint_after, recall
-from ._proxy import CLIENT_GONE, gateway_of, open_upstream, relay, stream_back, stream_error
+from ._proxy import (
+    CLIENT_GONE,
+    client_body,
+    gateway_of,
+    open_upstream,
+    relay,
+    stream_back,
+    stream_error,
+)
 from ._reads import ReadContext
 from ._reads_messages import answered
 from ._relay import RelayResponse, upstream_chunks
@@ -55,14 +63,6 @@ def _dumps(value: Any) -> bytes:
 def _forwarded(parsed: ParsedBody | None, body: dict[str, Any]) -> bytes:
     """``body`` as sent upstream: the client's own bytes for what is unchanged."""
     return parsed.dumps(body) if parsed is not None else _dumps(body)
-
-
-async def _read(request: Request) -> bytes | Response:
-    """The request's body, or the error response to give."""
-    try:
-        return await read_body(request, gateway_of(request).config.max_body_bytes)
-    except BodyError as exc:
-        return error_response("anthropic", exc.status, exc.message)
 
 
 def _edited(
@@ -249,9 +249,10 @@ async def _transparent_relay(
 ) -> Response:
     """Pass-through with transparent mode: a request that asks for nothing is forwarded
     as transparent mode says (``count_tokens`` counts that form); any other as it came."""
-    gateway = gateway_of(request)
+    raw = await client_body(request, "anthropic")
+    if isinstance(raw, Response):
+        return raw
     try:
-        raw = await read_body(request, gateway.config.max_body_bytes)
         parsed = read_parsed(raw)
     except BodyError as exc:
         return error_response("anthropic", exc.status, exc.message)
@@ -309,7 +310,7 @@ async def messages(request: Request) -> Response:
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
         return await _passed_through(request, transparent, count=False)
-    raw = await _read(request)
+    raw = await client_body(request, "anthropic")
     if isinstance(raw, Response):
         return raw
     kept = kept_as_is(raw) if transparent is None else None
@@ -422,7 +423,7 @@ async def count_tokens(request: Request) -> Response:
     transparent = mode_of(request)
     if gateway.config.passes_context_management:
         return await _passed_through(request, transparent, count=True)
-    raw = await _read(request)
+    raw = await client_body(request, "anthropic")
     if isinstance(raw, Response):
         return raw
     edited = _edited(request, raw, compaction=False)

@@ -23,6 +23,7 @@ from ._upstream import Upstream, UpstreamFailure, relayed_headers
 
 __all__ = [
     "Gateway",
+    "client_body",
     "dialect_of",
     "gateway_of",
     "open_upstream",
@@ -119,14 +120,22 @@ def stream_back(request: Request, response: UpstreamAnswer, dialect: Dialect) ->
     )
 
 
+async def client_body(request: Request, dialect: Dialect) -> bytes | Response:
+    """The request's body within the configured size, or the error response to give in
+    ``dialect``'s shape (413 past the size, 415 or 400 for an encoding it cannot undo)."""
+    try:
+        return await read_body(request, gateway_of(request).config.max_body_bytes)
+    except BodyError as exc:
+        return error_response(dialect, exc.status, exc.message)
+
+
 async def relay(request: Request, dialect: Dialect, body: bytes | None = None) -> Response:
     """Send the request upstream as it came and relay the answer, errors included."""
-    gateway = gateway_of(request)
     if body is None:
-        try:
-            body = await read_body(request, gateway.config.max_body_bytes)
-        except BodyError as exc:
-            return error_response(dialect, exc.status, exc.message)
+        read = await client_body(request, dialect)
+        if isinstance(read, Response):
+            return read
+        body = read
     opened = await open_upstream(request, body, dialect)
     if isinstance(opened, Response):
         return opened

@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._answer import UpstreamAnswer
-from ._body import BodyError, read_body, read_json
+from ._body import BodyError, read_json
 from ._errors import error_response
 from ._openai_decide import transparently
-from ._proxy import gateway_of, relay
+from ._proxy import client_body, relay
 from ._reads import ReadContext, Rounds, answered_whole, dumps, summed
 from ._reads_whole import chat_chunks, round_chunks
 from ._retrieval import READ_TOOL
@@ -61,9 +61,10 @@ async def chat_completions(request: Request) -> Response:
     transparent = mode_of(request, CHAT_ROUTE)
     if transparent is None:
         return await relay(request, "openai")
-    gateway = gateway_of(request)
+    raw = await client_body(request, "openai")
+    if isinstance(raw, Response):
+        return raw
     try:
-        raw = await read_body(request, gateway.config.max_body_bytes)
         data = read_json(raw)
     except BodyError as exc:
         return error_response("openai", exc.status, exc.message)

@@ -40,11 +40,19 @@ from ..context import (
 )
 from ..message import Msg, ToolSpec, Usage
 from ..token import OpenAITokenCounter, TokenCounter
-from ._body import BodyError, read_body, read_json
+from ._body import BodyError, read_json
 from ._config import GatewayConfig
 from ._disconnect import ClientGone, race_disconnect
 from ._errors import error_response, not_transformed
-from ._proxy import CLIENT_GONE, Gateway, gateway_of, open_upstream, relay, stream_back
+from ._proxy import (
+    CLIENT_GONE,
+    Gateway,
+    client_body,
+    gateway_of,
+    open_upstream,
+    relay,
+    stream_back,
+)
 from ._reads_responses import transparent_responses
 from ._relay import RelayResponse, upstream_chunks
 from ._responses_items import (
@@ -200,9 +208,11 @@ def _usage(usage: Usage | None) -> dict[str, Any]:
     }
 
 
-async def _read(request: Request, gateway: Gateway) -> tuple[bytes, dict[str, Any]] | Response:
+async def _read(request: Request) -> tuple[bytes, dict[str, Any]] | Response:
+    raw = await client_body(request, "openai")
+    if isinstance(raw, Response):
+        return raw
     try:
-        raw = await read_body(request, gateway.config.max_body_bytes)
         return raw, read_json(raw)
     except BodyError as exc:
         return error_response("openai", exc.status, exc.message)
@@ -273,10 +283,9 @@ async def responses(request: Request) -> Response:
     transparent = mode_of(request, RESPONSES_ROUTE)
     if passes_responses(gateway.config) and transparent is None:
         return await relay(request, "openai")
-    try:
-        raw = await read_body(request, gateway.config.max_body_bytes)
-    except BodyError as exc:
-        return error_response("openai", exc.status, exc.message)
+    raw = await client_body(request, "openai")
+    if isinstance(raw, Response):
+        return raw
     if b'"compaction' not in raw and b"context_management" not in raw:
         if transparent is not None:  # asks for nothing: transparent mode's to manage
             try:
@@ -403,7 +412,7 @@ async def compact_responses(request: Request) -> Response:
     gateway = gateway_of(request)
     if passes_responses(gateway.config):
         return await relay(request, "openai")
-    read = await _read(request, gateway)
+    read = await _read(request)
     if isinstance(read, Response):
         return read
     _raw, data = read
