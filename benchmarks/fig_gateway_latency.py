@@ -21,7 +21,9 @@ LiteLLM's proxy on its Anthropic pass-through route and on its ``/v1/messages`` 
 (``_gateway_servers.litellm_serving``: configured as its documentation recommends), sent
 the same requests as the relay and the gateway, in turn, in the same rounds.
 
-The transform alone (in this process, no HTTP) is timed as the gateway did it before the
+The default path's decision on Claude Code's no-op (``_kept``: two msgspec passes) is timed
+beside msgspec's lightest pass over the same messages. The transform alone (in this
+process, no HTTP) is timed as the gateway did it before the
 incremental path (``json.loads``, every message digested and counted, ``json.dumps``)
 and as it does now (parse once, the previous request's prefix verified by one SHA-256
 pass, only new messages digested and counted, the client's bytes reused); the edit step
@@ -174,6 +176,28 @@ def _transform_steps(bodies: list[dict[str, Any]]) -> dict[str, list[float]]:
     return {k: v[1:] for k, v in times.items()}  # the first request has no previous one
 
 
+def _no_op_decision(raw: bytes, rounds: int) -> dict[str, list[float]]:
+    """What the gateway's default path does with Claude Code's no-op before forwarding it
+    (``_kept.kept_as_is``: msgspec's pass over the body's members, then its typed pass over
+    every block's ``type``), beside msgspec's lightest pass over the same messages (each
+    as raw bytes, nothing typed): the least any decision that reads the messages costs."""
+    import msgspec
+
+    from contextfold.gateway._kept import kept_as_is
+
+    messages = json.dumps(json.loads(raw)["messages"]).encode()
+    lightest = msgspec.json.Decoder(list[msgspec.Raw])
+    times: dict[str, list[float]] = {"kept": [], "raw pass": []}
+    for _ in range(rounds):
+        start = time.perf_counter()
+        assert kept_as_is(raw) is not None
+        times["kept"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        lightest.decode(messages)
+        times["raw pass"].append(time.perf_counter() - start)
+    return times
+
+
 def _edit_steps(body: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     """The edit step alone (``apply_context_management``, parse excluded): Claude Code's
     no-op, and ``clear_tool_uses`` at its default trigger (the whole request counted),
@@ -186,6 +210,7 @@ def _edit_steps(body: dict[str, Any], rounds: int) -> dict[str, list[float]]:
         start = time.perf_counter()
         apply_context_management(parsed, AnthropicEstimator())
         times["no-op"].append(time.perf_counter() - start)
+    times.update(_no_op_decision(raw, rounds * 5))
     trigger = {"edits": [{"type": "clear_tool_uses_20250919"}]}  # 100k trigger: counts all
     previous = {**body, "messages": body["messages"][:-2], "context_management": trigger}
     with_trigger = {**body, "context_management": trigger}
@@ -322,6 +347,8 @@ def main() -> None:
             print(f"transparent transform alone, {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         labels = {
             "no-op": "edit step alone, Claude Code's no-op",
+            "kept": "the no-op as the default path decides it (two msgspec passes, _kept)",
+            "raw pass": "msgspec's lightest pass over the same messages (each as raw bytes)",
             "cold": "edit step, clear_tool_uses at its input_tokens trigger, cold",
             "warm": "the same, the previous turn already counted (CountCache)",
         }

@@ -81,9 +81,11 @@ MEASURED_INTERNALS = {
         "workspace._sqlite",
     },
     # Times transparent mode's transform alone, without HTTP, as it was (every message
-    # digested and counted, the body re-serialized) and as it is (incremental): the
-    # transform, the parser and the checkpoint have no public entry point of their own.
+    # digested and counted, the body re-serialized) and as it is (incremental), and the
+    # default path's decision on Claude Code's no-op (``_kept``): the transform, the
+    # parser, the checkpoint and that decision have no public entry point of their own.
     "benchmarks/fig_gateway_latency.py": {
+        "gateway._kept",
         "gateway._prefix",
         "gateway._transparent",
         "gateway._wire",
