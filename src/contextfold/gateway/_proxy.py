@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,7 +12,7 @@ from starlette.responses import Response
 from ..context import Summarizer
 from ..token import TokenCounter
 from ._answer import UpstreamAnswer
-from ._body import BodyError, read_body
+from ._body import BodyError, read_body, read_json
 from ._config import GatewayConfig
 from ._count import CountCache
 from ._disconnect import ClientGone, race_disconnect
@@ -24,6 +25,7 @@ from ._upstream import Upstream, UpstreamFailure, relayed_headers
 __all__ = [
     "Gateway",
     "client_body",
+    "client_json",
     "dialect_of",
     "gateway_of",
     "open_upstream",
@@ -125,6 +127,20 @@ async def client_body(request: Request, dialect: Dialect) -> bytes | Response:
     ``dialect``'s shape (413 past the size, 415 or 400 for an encoding it cannot undo)."""
     try:
         return await read_body(request, gateway_of(request).config.max_body_bytes)
+    except BodyError as exc:
+        return error_response(dialect, exc.status, exc.message)
+
+
+async def client_json(
+    request: Request, dialect: Dialect
+) -> tuple[bytes, dict[str, Any]] | Response:
+    """The request's body and its JSON object, or the error response to give in
+    ``dialect``'s shape (as :func:`client_body`, and 400 for a body that is not one)."""
+    raw = await client_body(request, dialect)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        return raw, read_json(raw)
     except BodyError as exc:
         return error_response(dialect, exc.status, exc.message)
 

@@ -19,10 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._answer import UpstreamAnswer
-from ._body import BodyError, read_json
-from ._errors import error_response
 from ._openai_decide import transparently
-from ._proxy import client_body, relay
+from ._proxy import client_json, relay
 from ._reads import ReadContext, Rounds, answered_whole, dumps, summed
 from ._reads_whole import chat_chunks, round_chunks
 from ._retrieval import READ_TOOL
@@ -61,13 +59,10 @@ async def chat_completions(request: Request) -> Response:
     transparent = mode_of(request, CHAT_ROUTE)
     if transparent is None:
         return await relay(request, "openai")
-    raw = await client_body(request, "openai")
-    if isinstance(raw, Response):
-        return raw
-    try:
-        data = read_json(raw)
-    except BodyError as exc:
-        return error_response("openai", exc.status, exc.message)
+    read = await client_json(request, "openai")
+    if isinstance(read, Response):
+        return read
+    raw, data = read
     return await transparently(
         request,
         raw,

@@ -48,6 +48,7 @@ from ._proxy import (
     CLIENT_GONE,
     Gateway,
     client_body,
+    client_json,
     gateway_of,
     open_upstream,
     relay,
@@ -206,16 +207,6 @@ def _usage(usage: Usage | None) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": inp + out,
     }
-
-
-async def _read(request: Request) -> tuple[bytes, dict[str, Any]] | Response:
-    raw = await client_body(request, "openai")
-    if isinstance(raw, Response):
-        return raw
-    try:
-        return raw, read_json(raw)
-    except BodyError as exc:
-        return error_response("openai", exc.status, exc.message)
 
 
 async def _compaction(
@@ -412,7 +403,7 @@ async def compact_responses(request: Request) -> Response:
     gateway = gateway_of(request)
     if passes_responses(gateway.config):
         return await relay(request, "openai")
-    read = await _read(request)
+    read = await client_json(request, "openai")
     if isinstance(read, Response):
         return read
     _raw, data = read

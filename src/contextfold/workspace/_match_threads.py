@@ -320,4 +320,4 @@ class Deadline:
         return left
 
     def expired(self) -> TimeoutError:
-        return TimeoutError(f"{self._advice.format(seconds=f'{self.seconds:g}')}")
+        return TimeoutError(self._advice.format(seconds=f"{self.seconds:g}"))
